@@ -1,0 +1,135 @@
+"""The ``SessionStore`` port: what the runtime needs from durable session storage.
+
+Adapters: ``agent_lab.infrastructure.sqlite_store.SQLiteSessionStore`` (a real SQLite
+file) and ``agent_lab.testing.InMemorySessionStore``. Methods are synchronous and
+short; the runtime calls them off the event loop.
+
+Errors: unknown session ids raise ``SessionNotFound``; failed writes raise
+``PersistenceFailed`` with a classified ``reason``; a session driven by another live
+runtime raises ``SessionBusy`` from ``claim_session``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from agent_lab.application.contracts import ToolInvocationMode
+from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.messages import ChatMessage
+
+CallKind = Literal["chat", "argument_fallback", "argument_generation", "tool_execution"]
+CallAgent = Literal["chat_agent", "event_agent", "tool"]
+CallStatus = Literal["succeeded", "failed", "cancelled"]
+BatchState = Literal["pending", "committed", "cancelled", "failed"]
+
+
+class CallMetric(BaseModel):
+    """One persisted model call or tool execution (DESIGN.md §7)."""
+
+    metric_key: str
+    """``chat:{turn}:{round}``, ``fallback:{turn}:{round}:{event}``,
+    ``generation:{turn}:{round}:{event}`` or ``tool:{turn}:{round}:{event}``; unique per
+    session (a second write with the same key replaces the first)."""
+    turn_index: int
+    round_index: int
+    call_kind: CallKind
+    agent: CallAgent
+    mode: ToolInvocationMode
+    model: str | None = None
+    event_id: str | None = None
+    event_name: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cached_tokens: int = 0
+    usage_reported: bool = True
+    """False when the provider sent no usage; the token fields are then zeros."""
+    ttft_ms: int | None = None
+    """Model calls: time from the request to the provider's first chunk."""
+    latency_ms: int | None = None
+    """Model calls: time from the request to the end of the stream."""
+    tool_latency_ms: int | None = None
+    """Tool executions: handler run time."""
+    status: str | None = None
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Durable sessions, turns, messages, audits, metrics, tool journal and claims."""
+
+    # sessions
+    def create_session(
+        self, title: str, config: dict[str, Any], session_id: str | None = None
+    ) -> str: ...
+    def ensure_session(
+        self, session_id: str, title: str, config: dict[str, Any]
+    ) -> dict[str, Any]: ...
+    def get_session(self, session_id: str) -> dict[str, Any] | None: ...
+    def list_sessions(self) -> list[dict[str, Any]]: ...
+    def delete_session(self, session_id: str) -> None: ...
+
+    # turns
+    def next_turn_index(self, session_id: str) -> int: ...
+    def start_turn(self, session_id: str, turn_index: int, user_message: str) -> None: ...
+    def complete_turn(
+        self,
+        session_id: str,
+        turn_index: int,
+        *,
+        status: str = "completed",
+        wall_time_ms: int | None = None,
+        round_count: int | None = None,
+    ) -> None: ...
+
+    # visible transcript
+    def append_message(self, session_id: str, turn_index: int, message: ChatMessage) -> int: ...
+    def append_messages(
+        self, session_id: str, turn_index: int, messages: list[ChatMessage]
+    ) -> list[int]: ...
+    def list_messages(
+        self, session_id: str, include_pending: bool = False
+    ) -> list[dict[str, Any]]: ...
+
+    # audit and metrics
+    def append_audit(
+        self, session_id: str, turn_index: int | None, event: str, details: dict[str, Any]
+    ) -> int: ...
+    def append_audits(
+        self, session_id: str, records: list[tuple[int | None, str, dict[str, Any]]]
+    ) -> None: ...
+    def list_audit_logs(self, session_id: str) -> list[dict[str, Any]]: ...
+    def append_usage(self, session_id: str, metric: CallMetric) -> None: ...
+    def append_usages(self, session_id: str, metrics: list[CallMetric]) -> None: ...
+    def usage_summary(self, session_id: str) -> dict[str, Any]: ...
+
+    # tool-batch journal (write-ahead, DESIGN.md §9)
+    def begin_batch(
+        self,
+        session_id: str,
+        turn_index: int,
+        round_index: int,
+        *,
+        scope: str,
+        mode: ToolInvocationMode,
+        events: list[ToolCallEvent],
+        assistant: ChatMessage | None = None,
+        visible: list[ChatMessage] | None = None,
+    ) -> str: ...
+    def record_result(
+        self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
+    ) -> None: ...
+    def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None: ...
+    def abandon_batch(self, batch_id: str, state: BatchState = "cancelled") -> None: ...
+    def list_batches(self, session_id: str) -> list[dict[str, Any]]: ...
+
+    # one writer per session
+    def claim_session(
+        self, session_id: str, owner: str, *, lease_seconds: float = 30.0,
+        wait_seconds: float = 0.0,
+    ) -> str: ...
+    def renew_claim(self, session_id: str, token: str, *, lease_seconds: float = 30.0) -> None: ...
+    def release_claim(self, session_id: str, token: str) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""Adapters: the OpenAI-compatible client, the SQLite store, the simulated provider."""

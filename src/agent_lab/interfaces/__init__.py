@@ -1,0 +1,1 @@
+"""User interfaces: the agent-lab CLI and the web lab."""
