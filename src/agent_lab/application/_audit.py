@@ -1,0 +1,63 @@
+"""The audit trail: turn-relative timestamps, logging, output and the store buffer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Protocol
+
+from agent_lab.application import _outputs
+from agent_lab.application.ports import Clock
+
+logger = logging.getLogger("agent_lab.application.runtime")
+
+
+class AuditSink(Protocol):
+    def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None: ...
+
+
+class Auditor:
+    """Emits audits for one session; every audit reads the clock once unless given ``now``.
+
+    ``turn_elapsed_ms`` is measured from the current turn's origin and never decreases
+    within a turn.
+    """
+
+    def __init__(self, clock: Clock, output: asyncio.Queue[Any]) -> None:
+        self.clock = clock
+        self._output_queue = output
+        self._origin = 0.0
+        self._last_elapsed = 0
+        self.turn_index: int | None = None
+        self.session_id: str | None = None
+        self.sink: AuditSink | None = None
+
+    @property
+    def output(self) -> asyncio.Queue[Any]:
+        return self._output_queue
+
+    def begin_turn(self, origin: float, turn_index: int | None) -> None:
+        self._origin = origin
+        self._last_elapsed = 0
+        self.turn_index = turn_index
+
+    async def emit(self, event: str, details: dict[str, Any], *, now: float | None = None) -> float:
+        """Audit ``event``; returns the clock reading it was stamped with."""
+        if now is None:
+            now = self.clock()
+        elapsed = max(self._last_elapsed, _outputs.elapsed_ms(self._origin, now))
+        self._last_elapsed = elapsed
+        details["turn_elapsed_ms"] = elapsed
+        logger.info(
+            "%s",
+            event,
+            extra={
+                "audit_event": event,
+                "session_id": self.session_id,
+                "turn_index": self.turn_index,
+            },
+        )
+        if self.sink is not None:
+            self.sink.add_audit(self.turn_index, event, details)
+        await self._output_queue.put(_outputs.audit(event, details))
+        return now

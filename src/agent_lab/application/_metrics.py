@@ -1,0 +1,120 @@
+"""Comparable call metrics (DESIGN.md §7): what one model call or tool run cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_lab.application.contracts import ToolInvocationMode
+from agent_lab.application.events import EventBatchResult, EventSource
+from agent_lab.application.session_store import CallKind, CallMetric
+from agent_lab.domain.messages import TokenUsage
+
+
+@dataclass
+class ModelCall:
+    """One streamed model call as the runtime observed it."""
+
+    model: str
+    usage: TokenUsage | None = None
+    ttft_ms: int | None = None
+    latency_ms: int | None = None
+    raw_chunks: list[dict[str, Any]] = field(default_factory=list)
+
+
+def chat_metric(
+    call: ModelCall, *, turn_index: int, round_index: int, mode: ToolInvocationMode
+) -> CallMetric:
+    return _model_metric(
+        call,
+        metric_key=f"chat:{turn_index}:{round_index}",
+        call_kind="chat",
+        agent="chat_agent",
+        turn_index=turn_index,
+        round_index=round_index,
+        mode=mode,
+    )
+
+
+def argument_metric(
+    call: ModelCall,
+    *,
+    fallback: bool,
+    event_id: str,
+    event_name: str,
+    turn_index: int,
+    round_index: int,
+    mode: ToolInvocationMode,
+) -> CallMetric:
+    """A forced-tool-choice call: ``argument_fallback`` when a resolver failed, else
+    ``argument_generation``."""
+    prefix = "fallback" if fallback else "generation"
+    return _model_metric(
+        call,
+        metric_key=f"{prefix}:{turn_index}:{round_index}:{event_id}",
+        call_kind="argument_fallback" if fallback else "argument_generation",
+        agent="event_agent",
+        turn_index=turn_index,
+        round_index=round_index,
+        mode=mode,
+        event_id=event_id,
+        event_name=event_name,
+    )
+
+
+def _model_metric(
+    call: ModelCall,
+    *,
+    metric_key: str,
+    call_kind: CallKind,
+    agent: Any,
+    turn_index: int,
+    round_index: int,
+    mode: ToolInvocationMode,
+    event_id: str | None = None,
+    event_name: str | None = None,
+) -> CallMetric:
+    usage = call.usage or TokenUsage()
+    return CallMetric(
+        metric_key=metric_key,
+        turn_index=turn_index,
+        round_index=round_index,
+        call_kind=call_kind,
+        agent=agent,
+        mode=mode,
+        model=call.model,
+        event_id=event_id,
+        event_name=event_name,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        cached_tokens=usage.cached_tokens,
+        usage_reported=call.usage is not None,
+        ttft_ms=call.ttft_ms,
+        latency_ms=call.latency_ms,
+    )
+
+
+def tool_metrics(
+    batch: EventBatchResult, *, turn_index: int, round_index: int
+) -> list[CallMetric]:
+    """One ``tool_execution`` metric per logical result (coalesced duplicates left out)."""
+    return [
+        CallMetric(
+            metric_key=f"tool:{turn_index}:{round_index}:{result.event_id}",
+            turn_index=turn_index,
+            round_index=round_index,
+            call_kind="tool_execution",
+            agent="tool",
+            mode=_mode_of(result.source),
+            event_id=result.event_id,
+            event_name=result.event_name,
+            tool_latency_ms=result.tool_latency_ms,
+            status=result.status.value,
+        )
+        for result in batch.logical_results
+    ]
+
+
+def _mode_of(source: EventSource) -> ToolInvocationMode:
+    return "dual_agent" if source is EventSource.TEXT_EVENT else "chat_agent_tools"

@@ -1,0 +1,197 @@
+"""Durable writes of one session through the ``SessionStore`` port, off the event loop.
+
+Writes run in a worker thread one at a time, in the order the session makes them.
+Audits are buffered and flushed with the next durable write (and at turn end), so the
+trail costs no extra round trip. Any store failure surfaces as ``PersistenceFailed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
+from agent_lab.application.session_store import CallMetric, CallStatus, SessionStore
+from agent_lab.domain.errors import PersistenceFailed, StoreError
+from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.messages import ChatMessage
+
+T = TypeVar("T")
+
+LEASE_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """What a reconnecting runtime reads back."""
+
+    session_id: str
+    records: list[dict[str, Any]]
+    next_turn_index: int
+
+
+def request_snapshot(request: DebugRunRequest) -> dict[str, Any]:
+    """The session's config snapshot: the request without its turn-specific fields."""
+    return request.model_dump(mode="json", exclude={"user_message", "session_id"})
+
+
+class SessionRecorder:
+    """Writes one session's turns, transcript, journal, metrics and audits."""
+
+    def __init__(
+        self, store: SessionStore, session_id: str, *, claim_wait_seconds: float = 0.0
+    ) -> None:
+        self.store = store
+        self.session_id = session_id
+        self._audits: list[tuple[int | None, str, dict[str, Any]]] = []
+        self._claim_token: str | None = None
+        self._claim_wait = claim_wait_seconds
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    async def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        audits, self._audits = self._audits, []
+        return await asyncio.to_thread(self._write, audits, function, args, kwargs)
+
+    def _write(
+        self,
+        audits: list[tuple[int | None, str, dict[str, Any]]],
+        function: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> T:
+        try:
+            if audits:
+                self.store.append_audits(self.session_id, audits)
+            return function(*args, **kwargs)
+        except StoreError:
+            raise
+        except Exception as exc:  # an adapter bug must still read as a storage failure
+            raise PersistenceFailed("unknown", str(exc)) from exc
+
+    def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
+        self._audits.append((turn_index, event, details))
+
+    async def open(self, request: DebugRunRequest, title: str) -> StoredSession:
+        """Create the session if new, claim it (one writer), and read it back."""
+        await self._call(
+            self.store.ensure_session, self.session_id, title, request_snapshot(request)
+        )
+        owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._claim_token = await self._call(
+            self.store.claim_session,
+            self.session_id,
+            owner,
+            lease_seconds=LEASE_SECONDS,
+            wait_seconds=self._claim_wait,
+        )
+        self._heartbeat = asyncio.create_task(self._renew_forever())
+        records = await self._call(self.store.list_messages, self.session_id)
+        next_turn = await self._call(self.store.next_turn_index, self.session_id)
+        return StoredSession(self.session_id, records, next_turn)
+
+    async def _renew_forever(self) -> None:
+        while self._claim_token is not None:
+            await asyncio.sleep(LEASE_SECONDS / 3)
+            with contextlib.suppress(StoreError):
+                await asyncio.to_thread(
+                    self.store.renew_claim,
+                    self.session_id,
+                    self._claim_token,
+                    lease_seconds=LEASE_SECONDS,
+                )
+
+    async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
+        def write() -> None:
+            self.store.start_turn(self.session_id, turn_index, user_message.content)
+            self.store.append_messages(self.session_id, turn_index, [user_message])
+
+        await self._call(write)
+
+    async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
+        if messages:
+            await self._call(self.store.append_messages, self.session_id, turn_index, messages)
+
+    async def begin_batch(
+        self,
+        turn_index: int,
+        round_index: int,
+        *,
+        scope: str,
+        mode: ToolInvocationMode,
+        events: list[ToolCallEvent],
+        assistant: ChatMessage | None,
+        visible: list[ChatMessage],
+    ) -> str:
+        return await self._call(
+            self.store.begin_batch,
+            self.session_id,
+            turn_index,
+            round_index,
+            scope=scope,
+            mode=mode,
+            events=events,
+            assistant=assistant,
+            visible=visible,
+        )
+
+    async def record_result(
+        self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
+    ) -> None:
+        await self._call(self.store.record_result, batch_id, event_id, status, result)
+
+    async def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None:
+        await self._call(self.store.commit_batch, batch_id, messages)
+
+    async def abandon_batch(self, batch_id: str) -> None:
+        """Best effort: the journal keeps the batch as cancelled, never as succeeded."""
+        with contextlib.suppress(StoreError):
+            await self._call(self.store.abandon_batch, batch_id, "cancelled")
+
+    async def finish_turn(
+        self,
+        turn_index: int,
+        metrics: list[CallMetric],
+        *,
+        status: str,
+        wall_time_ms: int,
+        round_count: int,
+    ) -> None:
+        """Write the turn's metrics and close it, in one trip to the store."""
+
+        def write() -> None:
+            if metrics:
+                self.store.append_usages(self.session_id, metrics)
+            self.store.complete_turn(
+                self.session_id,
+                turn_index,
+                status=status,
+                wall_time_ms=wall_time_ms,
+                round_count=round_count,
+            )
+
+        await self._call(write)
+
+    async def flush(self) -> None:
+        """Write buffered audits now (best effort: audits never fail a turn)."""
+        if self._audits:
+            with contextlib.suppress(StoreError):
+                await self._call(lambda: None)
+
+    async def close(self) -> None:
+        """Flush audits and give up the writer claim."""
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+            self._heartbeat = None
+        await self.flush()
+        token, self._claim_token = self._claim_token, None
+        if token is not None:
+            with contextlib.suppress(StoreError):
+                await asyncio.to_thread(self.store.release_claim, self.session_id, token)

@@ -1,0 +1,256 @@
+"""One session's life: open or restore it, run its turns, close it (DESIGN.md §8).
+
+``run()`` / ``start()`` run one turn (``one_shot``); ``start_session()`` runs turns from
+``queues.input`` until the input is closed (``None``) or a tool terminates the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+from agent_lab.application import _outputs
+from agent_lab.application._audit import Auditor
+from agent_lab.application._persistence import SessionRecorder
+from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
+from agent_lab.application._transcript import fold_title, persisted_call_ids, restore_history
+from agent_lab.application._turn import EngineDeps, TurnEngine, as_user_message
+from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.event_agent import EventAgent
+from agent_lab.application.events import EventBatchExecutor
+from agent_lab.application.ports import ChatClient, Clock
+from agent_lab.application.queues import RuntimeQueues
+from agent_lab.application.session_store import SessionStore
+from agent_lab.application.tools import ToolRegistry
+from agent_lab.domain.errors import AgentLabError, PersistenceFailed, SessionBusy
+from agent_lab.domain.messages import ChatMessage
+
+
+class SessionRunner:
+    """Owns one session: its engine, its event agent task, and its recorder."""
+
+    def __init__(
+        self,
+        request: DebugRunRequest,
+        *,
+        client: ChatClient,
+        registry: ToolRegistry,
+        queues: RuntimeQueues,
+        clock: Clock,
+        store: SessionStore | None,
+        one_shot: bool,
+        claim_wait_seconds: float = 0.0,
+    ) -> None:
+        self.request = request
+        self.client = client
+        self.registry = registry
+        self.queues = queues
+        self.clock = clock
+        self.store = store
+        self.one_shot = one_shot
+        self.claim_wait_seconds = claim_wait_seconds
+        self.auditor = Auditor(clock, queues.output)
+        self.executor = EventBatchExecutor(
+            registry, clock=clock, max_parallel=request.event_agent.max_parallel_events
+        )
+        self._event_agent_task: asyncio.Task[None] | None = None
+        self._turn_task: asyncio.Task[TurnOutcome] | None = None
+        self.engine: TurnEngine | None = None
+
+    async def run(self) -> None:
+        origin = self.clock()
+        session = await self._open()
+        if session is None:
+            return
+        self.engine = TurnEngine(
+            EngineDeps(self.client, self.registry, self.executor, self.queues, self.auditor),
+            session,
+        )
+        self._start_event_agent()
+        try:
+            turn = self.engine.begin(origin)
+            await self.auditor.emit("session_started", self._started_details(session))
+            await self.queues.output.put(_outputs.session_started(session.session_id))
+            if self.one_shot:
+                await self._run_one_shot(turn)
+            else:
+                await self._serve_turns(turn)
+        finally:
+            await self._stop_event_agent()
+            if session.recorder is not None:
+                await asyncio.shield(session.recorder.close())
+
+    def cancel_turn(self) -> bool:
+        """Cancel the turn in progress, if any; the session goes on."""
+        if self._turn_task is None or self._turn_task.done():
+            return False
+        self._turn_task.cancel()
+        return True
+
+    async def _open(self) -> SessionState | None:
+        request = self.request
+        if self.store is None:
+            return SessionState(
+                request=request,
+                session_id=None,
+                scope_prefix=f"run-{uuid.uuid4().hex[:12]}",
+                history=[],
+                seen_call_ids=set(),
+                next_turn_index=1,
+                recorder=None,
+                one_shot=self.one_shot,
+            )
+        session_id = request.session_id or uuid.uuid4().hex
+        recorder = SessionRecorder(
+            self.store, session_id, claim_wait_seconds=self.claim_wait_seconds
+        )
+        title = fold_title(request.user_message) or "Untitled session"
+        try:
+            stored = await recorder.open(request, title)
+        except (SessionBusy, PersistenceFailed, AgentLabError) as exc:
+            await recorder.close()
+            await self.queues.output.put(_outputs.error(str(exc), _open_failure_reason(exc)))
+            return None
+        self.auditor.session_id = session_id
+        self.auditor.sink = recorder
+        return SessionState(
+            request=request,
+            session_id=session_id,
+            scope_prefix=session_id,
+            history=restore_history(stored.records, request.tool_invocation_mode),
+            seen_call_ids=persisted_call_ids(stored.records),
+            next_turn_index=stored.next_turn_index,
+            recorder=recorder,
+            one_shot=self.one_shot,
+        )
+
+    def _started_details(self, session: SessionState) -> dict[str, Any]:
+        return {
+            "session_id": session.session_id,
+            "tool_invocation_mode": session.mode,
+            "restored_message_count": len(session.history),
+            "first_turn_index": session.next_turn_index - 1,
+        }
+
+    async def _run_one_shot(self, turn: TurnState) -> None:
+        await self.queues.input.put(ChatMessage(role="user", content=self.request.user_message))
+        user = await self._next_user_message()
+        if user is None:
+            return
+        outcome = await self._run_turn(turn, user)
+        ended = await self.auditor.emit("session_finished", {"status": outcome.status})
+        outcome = await self._close_turn(turn, outcome, ended)
+        if outcome.status in ("failed", "cancelled"):
+            await self.queues.output.put(
+                _outputs.error(outcome.error or "turn failed", outcome.failure_reason)
+            )
+        else:
+            await self.queues.output.put(_outputs.done())
+
+    async def _serve_turns(self, first: TurnState) -> None:
+        assert self.engine is not None
+        turn: TurnState | None = first
+        pending: ChatMessage | None = None
+        if self.request.user_message:
+            pending = ChatMessage(role="user", content=self.request.user_message)
+        while True:
+            user = pending or await self._next_user_message()
+            pending = None
+            if user is None:
+                break
+            if turn is None:
+                turn = self.engine.begin(self.clock())
+            outcome = await self._run_turn(turn, user)
+            ended = await self.auditor.emit(
+                "turn_completed",
+                {"turn_index": turn.index, "round_count": turn.round_index, "status": outcome.status},
+            )
+            outcome = await self._close_turn(turn, outcome, ended)
+            await self._announce(turn, outcome)
+            turn = None
+            if outcome.status == "terminated":
+                break
+        await self.auditor.emit("session_finished", {})
+        await self.queues.output.put(_outputs.done())
+
+    async def _announce(self, turn: TurnState, outcome: TurnOutcome) -> None:
+        if outcome.status in ("failed", "cancelled"):
+            message = _outputs.error(outcome.error or "turn failed", outcome.failure_reason)
+        else:
+            message = _outputs.turn_completed(turn.index, turn.round_index)
+        await self.queues.output.put(message)
+
+    async def _run_turn(self, turn: TurnState, user: ChatMessage) -> TurnOutcome:
+        assert self.engine is not None
+        self._turn_task = asyncio.create_task(self.engine.run_turn(turn, user))
+        try:
+            return await self._turn_task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            await self._restart_event_agent()
+            return TurnOutcome("cancelled", "turn cancelled", "cancelled")
+        finally:
+            self._turn_task = None
+
+    async def _close_turn(self, turn: TurnState, outcome: TurnOutcome, ended: float) -> TurnOutcome:
+        assert self.engine is not None
+        recorder = self.engine.session.recorder
+        if recorder is None:
+            return outcome
+        try:
+            await recorder.finish_turn(
+                turn.index,
+                turn.metrics,
+                status=outcome.status,
+                wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
+                round_count=turn.round_index,
+            )
+        except PersistenceFailed as exc:
+            if outcome.status in ("completed", "terminated"):
+                return TurnOutcome("failed", str(exc), exc.failure_reason)
+        return outcome
+
+    async def _next_user_message(self) -> ChatMessage | None:
+        assert self.engine is not None
+        buffered = self.engine.session.buffered
+        while True:
+            item = buffered.popleft() if buffered else await self.queues.input.get()
+            if item is None:
+                return None
+            message = as_user_message(item)
+            if message is not None:
+                return message
+
+    def _start_event_agent(self) -> None:
+        agent = EventAgent(
+            self.client,
+            self.registry,
+            self.executor,
+            clock=self.clock,
+            events=self.queues.events,
+            replies=self.queues.input,
+        )
+        self._event_agent_task = asyncio.create_task(agent.serve())
+
+    async def _stop_event_agent(self) -> None:
+        task, self._event_agent_task = self._event_agent_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _restart_event_agent(self) -> None:
+        await self._stop_event_agent()
+        self._start_event_agent()
+
+
+def _open_failure_reason(exc: Exception) -> str:
+    if isinstance(exc, PersistenceFailed):
+        return exc.failure_reason
+    if isinstance(exc, SessionBusy):
+        return "session_busy"
+    return "session_open_failed"

@@ -1,0 +1,54 @@
+"""State shared by the turns of one session, and of one turn."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agent_lab.application._persistence import SessionRecorder
+from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.session_store import CallMetric
+from agent_lab.domain.messages import ChatMessage
+
+TurnStatus = Literal["completed", "terminated", "failed", "cancelled"]
+RoundStep = Literal["continue", "finish", "terminate"]
+
+
+@dataclass
+class SessionState:
+    request: DebugRunRequest
+    session_id: str | None
+    """The persisted id; ``None`` when no store is attached."""
+    scope_prefix: str
+    history: list[ChatMessage]
+    """Everything after the pre-messages that the chat agent will see again."""
+    seen_call_ids: set[str]
+    next_turn_index: int
+    recorder: SessionRecorder | None
+    one_shot: bool
+    buffered: deque[Any] = field(default_factory=deque)
+    """Input that arrived while tools ran, handled after the batch."""
+    terminated: bool = False
+
+    @property
+    def mode(self) -> Any:
+        return self.request.tool_invocation_mode
+
+
+@dataclass
+class TurnState:
+    index: int
+    origin: float
+    budget: int
+    round_index: int = 0
+    metrics: list[CallMetric] = field(default_factory=list)
+    open_batch: str | None = None
+    """Journal id of a batch begun but not yet committed."""
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    status: TurnStatus
+    error: str | None = None
+    failure_reason: str | None = None

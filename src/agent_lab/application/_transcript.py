@@ -1,0 +1,147 @@
+"""What each agent sees: chat request messages, event-agent history, and restore rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
+from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.messages import ChatMessage
+
+EVENT_AGENT_NAME = "event_agent"
+RESULTS_HEADER = "EventAgent results:\n"
+
+
+def system_messages(request: DebugRunRequest) -> list[ChatMessage]:
+    prompts = [*request.system_prompts]
+    if request.chat_agent.system_prompt:
+        prompts.append(request.chat_agent.system_prompt)
+    return [ChatMessage(role="system", content=prompt) for prompt in prompts]
+
+
+def chat_request_messages(
+    request: DebugRunRequest, history: Sequence[ChatMessage], catalog: str | None
+) -> list[ChatMessage]:
+    """System prompts, the catalog after the leading system messages, pre-messages, history."""
+    messages = [*system_messages(request), *request.pre_messages, *history]
+    if catalog is None:
+        return messages
+    position = next(
+        (index for index, message in enumerate(messages) if message.role != "system"),
+        len(messages),
+    )
+    messages.insert(position, ChatMessage(role="system", content=catalog))
+    return messages
+
+
+def event_agent_history(
+    pre_messages: Iterable[ChatMessage], history: Iterable[ChatMessage]
+) -> list[ChatMessage]:
+    """User and assistant messages only, no event-agent replies, every ``name`` cleared."""
+    return [
+        ChatMessage(role=message.role, content=message.content)
+        for source in (pre_messages, history)
+        for message in source
+        if message.role in ("user", "assistant") and message.name != EVENT_AGENT_NAME
+    ]
+
+
+def results_message(replies: Sequence[ChatMessage]) -> ChatMessage:
+    """The single user message that hands ``dual_agent`` results back to the chat agent."""
+    lines = "\n".join(reply.content for reply in replies)
+    return ChatMessage(role="user", content=RESULTS_HEADER + lines, name=EVENT_AGENT_NAME)
+
+
+def message_from_record(record: dict[str, Any]) -> ChatMessage:
+    return ChatMessage(
+        role=record["role"],
+        content=record.get("content") or "",
+        name=record.get("name"),
+        tool_call_id=record.get("tool_call_id"),
+        tool_calls=[ToolCallEvent.model_validate(call) for call in record.get("tool_calls") or []],
+    )
+
+
+def restore_history(
+    records: Iterable[dict[str, Any]], mode: ToolInvocationMode
+) -> list[ChatMessage]:
+    """The persisted history as the provider may see it (DESIGN.md §8)."""
+    messages = [message_from_record(record) for record in records]
+    if mode == "dual_agent":
+        return _visible_only(messages)
+    return repair_tool_transcript(messages)
+
+
+def _visible_only(messages: Iterable[ChatMessage]) -> list[ChatMessage]:
+    return [
+        ChatMessage(role=message.role, content=message.content)
+        for message in messages
+        if message.role in ("user", "assistant")
+        and message.name != EVENT_AGENT_NAME
+        and message.content.strip()
+    ]
+
+
+def repair_tool_transcript(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """Keep complete tool batches; drop orphans, partial results and empty assistants."""
+    repaired: list[ChatMessage] = []
+    seen_ids: set[str] = set()
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        index += 1
+        if message.role == "tool":
+            continue  # an orphan: no open batch declared it
+        if message.role == "assistant" and message.tool_calls:
+            replies, index = _collect_replies(messages, index)
+            repaired.extend(_repair_batch(message, replies, seen_ids))
+            continue
+        if message.role == "assistant" and not message.content.strip():
+            continue
+        repaired.append(message)
+    return repaired
+
+
+def _collect_replies(
+    messages: Sequence[ChatMessage], index: int
+) -> tuple[list[ChatMessage], int]:
+    replies: list[ChatMessage] = []
+    while index < len(messages) and messages[index].role == "tool":
+        replies.append(messages[index])
+        index += 1
+    return replies, index
+
+
+def _repair_batch(
+    assistant: ChatMessage, replies: list[ChatMessage], seen_ids: set[str]
+) -> list[ChatMessage]:
+    call_ids = [call.id for call in assistant.tool_calls]
+    by_id: dict[str, ChatMessage] = {}
+    for reply in replies:
+        if reply.tool_call_id in call_ids and reply.tool_call_id not in by_id:
+            by_id[reply.tool_call_id] = reply
+    complete = (
+        len(set(call_ids)) == len(call_ids)
+        and not seen_ids.intersection(call_ids)
+        and all(call_id in by_id for call_id in call_ids)
+    )
+    if complete:
+        seen_ids.update(call_ids)
+        return [assistant, *(by_id[call_id] for call_id in call_ids)]
+    if assistant.content.strip():
+        return [ChatMessage(role="assistant", content=assistant.content)]
+    return []
+
+
+def persisted_call_ids(records: Iterable[dict[str, Any]]) -> set[str]:
+    """Every provider call id the session has used, for duplicate detection."""
+    ids: set[str] = set()
+    for record in records:
+        for call in record.get("tool_calls") or []:
+            ids.add(str(call["id"]))
+    return ids
+
+
+def fold_title(text: str, limit: int = 80) -> str:
+    return " ".join(text.split())[:limit]

@@ -1,0 +1,135 @@
+"""``DebugRuntime``: the public entry point that runs turns and sessions.
+
+For example::
+
+    runtime = DebugRuntime(client, session_store=store)
+    async for message in runtime.run(request):
+        print(message)
+
+``run()`` yields one turn's output protocol until ``done`` or ``error``; ``start()``
+runs the same turn and returns the queues for a downstream consumer;
+``start_session()`` keeps reading user turns from ``queues.input`` (put ``None`` to
+close); ``aclose()`` cancels and awaits everything the runtime started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agent_lab.application._metrics import tool_metrics
+from agent_lab.application._session_runner import SessionRunner
+from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.events import EventBatchResult
+from agent_lab.application.ports import ChatClient, Clock
+from agent_lab.application.queues import RuntimeQueues
+from agent_lab.application.session_store import SessionStore
+from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
+from agent_lab.domain.errors import UsageError
+
+TERMINAL_TYPES = frozenset({"done", "error"})
+
+
+class DebugRuntime:
+    """Runs a chat agent and its tools against one conversation at a time.
+
+    Args:
+        chat_client: The model port (``OpenAICompatibleChatClient`` or a test double).
+        registry: Tools; the built-in registry by default.
+        session_store: Persist sessions here; without one, nothing is persisted.
+        queues: Inject the three queues, e.g. to observe or bound them.
+        clock: Monotonic seconds; ``time.perf_counter`` by default.
+        claim_wait_seconds: How long to wait for a session another runtime drives.
+    """
+
+    def __init__(
+        self,
+        chat_client: ChatClient,
+        *,
+        registry: ToolRegistry | None = None,
+        session_store: SessionStore | None = None,
+        queues: RuntimeQueues | None = None,
+        clock: Clock | None = None,
+        claim_wait_seconds: float = 0.0,
+    ) -> None:
+        self.chat_client = chat_client
+        self.registry = registry if registry is not None else build_default_tool_registry()
+        self.session_store = session_store
+        self.queues = queues if queues is not None else RuntimeQueues()
+        self.clock: Clock = clock or time.perf_counter
+        self.claim_wait_seconds = claim_wait_seconds
+        self._runner: SessionRunner | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, request: DebugRunRequest) -> RuntimeQueues:
+        """Run one turn in the background; read its output from the returned queues."""
+        return self._launch(request, one_shot=True)
+
+    def start_session(self, request: DebugRunRequest) -> RuntimeQueues:
+        """Run turns from ``queues.input`` until it is closed or a tool terminates."""
+        return self._launch(request, one_shot=False)
+
+    async def run(self, request: DebugRunRequest) -> AsyncIterator[dict[str, Any]]:
+        """Run one turn, yielding every output message until ``done`` or ``error``."""
+        queues = self.start(request)
+        while True:
+            message = await queues.output.get()
+            yield message
+            if message["type"] in TERMINAL_TYPES:
+                break
+        await self._wait_for_tasks()
+
+    def cancel_turn(self) -> bool:
+        """Cancel the turn in progress (its batch is journaled as cancelled)."""
+        return self._runner.cancel_turn() if self._runner is not None else False
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def aclose(self) -> None:
+        """Cancel everything this runtime started and wait for it to stop."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _wait_for_tasks(self) -> None:
+        task = self._task
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _launch(self, request: DebugRunRequest, *, one_shot: bool) -> RuntimeQueues:
+        if self.running:
+            raise UsageError("this runtime is already running a session; use another runtime")
+        self._runner = SessionRunner(
+            request,
+            client=self.chat_client,
+            registry=self.registry,
+            queues=self.queues,
+            clock=self.clock,
+            store=self.session_store,
+            one_shot=one_shot,
+            claim_wait_seconds=self.claim_wait_seconds,
+        )
+        self._task = asyncio.create_task(self._runner.run())
+        return self.queues
+
+    def _append_persisted_tool_metrics(
+        self,
+        session_id: str,
+        turn_index: int,
+        round_index: int,
+        batch: EventBatchResult,
+    ) -> None:
+        """Persist one ``tool_execution`` metric per logical result of a batch."""
+        if self.session_store is None:
+            return
+        metrics = tool_metrics(batch, turn_index=turn_index, round_index=round_index)
+        self.session_store.append_usages(session_id, metrics)
