@@ -5,7 +5,6 @@ from pathlib import Path
 import pytest
 
 
-
 @pytest.fixture(autouse=True)
 def lab_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "lab-home"

@@ -14,13 +14,13 @@ async def collect(stream: AsyncIterator[dict[str, Any]]) -> list[dict[str, Any]]
 
 
 async def read_until(
-    queues: RuntimeQueues, stop_types: set[str], *, count: int = 1, timeout: float = 5.0
+    queues: RuntimeQueues, stop_types: set[str], *, count: int = 1, seconds: float = 5.0
 ) -> list[dict[str, Any]]:
     """Read outputs until ``count`` messages of ``stop_types`` were seen."""
     outputs: list[dict[str, Any]] = []
     seen = 0
     while seen < count:
-        message = await asyncio.wait_for(queues.output.get(), timeout=timeout)
+        message = await asyncio.wait_for(queues.output.get(), timeout=seconds)
         outputs.append(message)
         if message["type"] in stop_types:
             seen += 1

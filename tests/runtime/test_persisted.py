@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runtime_helpers import read_until
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
@@ -16,7 +17,6 @@ from agent_lab.domain.messages import ChatMessage, StreamItem, TokenUsage
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
-from runtime_helpers import read_until
 
 
 def _call(call_id: str) -> ToolCallEvent:
@@ -106,20 +106,32 @@ async def test_argument_fallback_is_one_forced_call_counted_once(tmp_path: Path)
     store = SQLiteSessionStore(tmp_path / "lab.sqlite3")
     executed: list[dict[str, Any]] = []
     fallback_call = ToolCallEvent(
-        id="fb", name="kb.search", arguments={"query": "wal mode"}, raw_arguments='{"query":"wal mode"}'
+        id="fb",
+        name="kb.search",
+        arguments={"query": "wal mode"},
+        raw_arguments='{"query":"wal mode"}',
     )
     client = ScriptedChatClient(
         rounds=[
-            [text_event("evt-1", "kb.search"), StreamItem.usage_item(TokenUsage(
-                prompt_tokens=10, completion_tokens=2, total_tokens=12))],
-            text("found it", usage=TokenUsage(prompt_tokens=20, completion_tokens=3, total_tokens=23)),
+            [
+                text_event("evt-1", "kb.search"),
+                StreamItem.usage_item(
+                    TokenUsage(prompt_tokens=10, completion_tokens=2, total_tokens=12)
+                ),
+            ],
+            text(
+                "found it", usage=TokenUsage(prompt_tokens=20, completion_tokens=3, total_tokens=23)
+            ),
         ],
         argument_rounds=[
             [
                 StreamItem.raw_response_chunk({"choices": []}),
                 StreamItem.provider_tool_call(fallback_call),
-                StreamItem.usage_item(TokenUsage(prompt_tokens=7, completion_tokens=5,
-                                                 total_tokens=12, cached_tokens=4)),
+                StreamItem.usage_item(
+                    TokenUsage(
+                        prompt_tokens=7, completion_tokens=5, total_tokens=12, cached_tokens=4
+                    )
+                ),
             ]
         ],
     )
@@ -127,7 +139,9 @@ async def test_argument_fallback_is_one_forced_call_counted_once(tmp_path: Path)
         session_id="fallback",
         user_message="search wal mode",
         chat_agent=AgentParams(model="chat-m"),
-        event_agent=EventAgentParams(model="event-m", enabled_tools=["kb.search"], max_event_loops=1),
+        event_agent=EventAgentParams(
+            model="event-m", enabled_tools=["kb.search"], max_event_loops=1
+        ),
     )
     runtime = DebugRuntime(client, registry=_fallback_registry(executed), session_store=store)
     await read_until(runtime.start_session(request), {"turn_completed"})
@@ -168,8 +182,11 @@ async def test_parallel_tools_have_their_own_latency_and_a_measured_wall_time(
         return {"slept": event.id}
 
     registry = ToolRegistry(
-        [ToolDefinition(name="nap", description="Naps.", parameters={"type": "object"},
-                        handler=nap)]
+        [
+            ToolDefinition(
+                name="nap", description="Naps.", parameters={"type": "object"}, handler=nap
+            )
+        ]
     )
     client = ScriptedChatClient([[tool_call("n1", "nap"), tool_call("n2", "nap")], text("rested")])
     request = DebugRunRequest(

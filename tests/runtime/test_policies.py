@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from runtime_helpers import audits, business, collect, deltas
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.events import ResultPolicy
@@ -14,8 +15,6 @@ from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import StreamItem
 from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
-
-from runtime_helpers import audits, business, collect, deltas
 
 SCHEDULE = {
     "title": "Design review",
@@ -156,6 +155,8 @@ async def test_successful_silent_tool_needs_no_second_call(mode: str) -> None:
     outputs = await collect(DebugRuntime(client).run(request))
 
     assert len(client.calls) == 1
-    payload = json.loads(next(m for m in outputs if m["type"] == "tool_result")["message"]["content"])
+    payload = json.loads(
+        next(m for m in outputs if m["type"] == "tool_result")["message"]["content"]
+    )
     assert payload["volume"] == 20
     assert business(outputs)[-1] == {"type": "done"}

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from runtime_helpers import audits, collect, deltas, read_until
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
@@ -14,7 +15,6 @@ from agent_lab.domain.errors import ProviderHTTPError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
-from runtime_helpers import audits, collect, deltas, read_until
 
 
 def _recording_registry(seen: list[tuple[str, str]], executed: list[str]) -> ToolRegistry:
@@ -118,9 +118,7 @@ async def test_provider_call_id_reused_in_a_later_session_turn_is_rejected_befor
 
 @pytest.mark.asyncio
 async def test_session_survives_a_provider_failure_and_answers_the_next_turn() -> None:
-    client = ScriptedChatClient(
-        [ProviderHTTPError(503, "upstream overloaded"), text("back again")]
-    )
+    client = ScriptedChatClient([ProviderHTTPError(503, "upstream overloaded"), text("back again")])
     request = DebugRunRequest(user_message="hello", chat_agent=AgentParams(model="m"))
     runtime = DebugRuntime(client)
     queues = runtime.start_session(request)
@@ -197,8 +195,11 @@ async def test_cancel_turn_stops_the_turn_and_the_session_continues() -> None:
         return {"ok": True}
 
     registry = ToolRegistry(
-        [ToolDefinition(name="slow", description="Slow.", parameters={"type": "object"},
-                        handler=slow)]
+        [
+            ToolDefinition(
+                name="slow", description="Slow.", parameters={"type": "object"}, handler=slow
+            )
+        ]
     )
     client = ScriptedChatClient([[tool_call("s1", "slow")], text("fresh start")])
     runtime = DebugRuntime(client, registry=registry)

@@ -95,9 +95,7 @@ def _model_metric(
     )
 
 
-def tool_metrics(
-    batch: EventBatchResult, *, turn_index: int, round_index: int
-) -> list[CallMetric]:
+def tool_metrics(batch: EventBatchResult, *, turn_index: int, round_index: int) -> list[CallMetric]:
     """One ``tool_execution`` metric per logical result (coalesced duplicates left out)."""
     return [
         CallMetric(

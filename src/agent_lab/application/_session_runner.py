@@ -165,7 +165,11 @@ class SessionRunner:
             outcome = await self._run_turn(turn, user)
             ended = await self.auditor.emit(
                 "turn_completed",
-                {"turn_index": turn.index, "round_count": turn.round_index, "status": outcome.status},
+                {
+                    "turn_index": turn.index,
+                    "round_count": turn.round_index,
+                    "status": outcome.status,
+                },
             )
             outcome = await self._close_turn(turn, outcome, ended)
             await self._announce(turn, outcome)

@@ -103,9 +103,7 @@ def repair_tool_transcript(messages: Sequence[ChatMessage]) -> list[ChatMessage]
     return repaired
 
 
-def _collect_replies(
-    messages: Sequence[ChatMessage], index: int
-) -> tuple[list[ChatMessage], int]:
+def _collect_replies(messages: Sequence[ChatMessage], index: int) -> tuple[list[ChatMessage], int]:
     replies: list[ChatMessage] = []
     while index < len(messages) and messages[index].role == "tool":
         replies.append(messages[index])

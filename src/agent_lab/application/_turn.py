@@ -32,7 +32,7 @@ from agent_lab.application.ports import ChatClient
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.tools import ToolRegistry
 from agent_lab.domain.errors import AgentLabError, ModelBehaviorError, PersistenceFailed
-from agent_lab.domain.messages import ChatMessage
+from agent_lab.domain.messages import ChatMessage, StreamItemKind
 
 logger = logging.getLogger("agent_lab.application.runtime")
 
@@ -236,7 +236,9 @@ class TurnEngine:
     def _note_batch_metrics(self, turn: TurnState, batch: BatchRun) -> None:
         if self.session.recorder is None:
             return
-        turn.metrics += tool_metrics(batch.result, turn_index=turn.index, round_index=turn.round_index)
+        turn.metrics += tool_metrics(
+            batch.result, turn_index=turn.index, round_index=turn.round_index
+        )
         turn.metrics += [
             argument_metric(
                 call.call,
@@ -255,13 +257,15 @@ class TurnEngine:
             return []
         return list(self.session.request.event_agent.enabled_tools)
 
-    def _chat_request(self, turn: TurnState, offered: list[str], started: float) -> ChatRoundRequest:
+    def _chat_request(
+        self, turn: TurnState, offered: list[str], started: float
+    ) -> ChatRoundRequest:
         request = self.session.request
         dual = self.session.mode == "dual_agent"
         catalog = (
             self.deps.registry.chat_event_system_message(offered) if dual and offered else None
         )
-        accepted = None
+        accepted: StreamItemKind | None = None
         if offered:
             accepted = "text_event" if dual else "provider_tool_call"
         return ChatRoundRequest(

@@ -9,10 +9,11 @@ Five tools ship with Agent Lab (DESIGN.md §6)::
     session.terminate         TERMINATE       ends the conversation
 
 Handlers are synchronous (the registry runs them in a worker thread) and talk to their
-storage only through the ports below, so this module does no I/O of its own. The real
-adapters live in ``agent_lab.infrastructure.builtin_backends``; when no backends are
-given, ``builtin_tool_definitions`` imports the local defaults from there, lazily: that
-one import is the documented composition default.
+storage only through the ports below, so this module does no I/O of its own beyond
+reading the system's time-zone data. The real adapters live in
+``agent_lab.infrastructure.builtin_backends``; when no backends are given,
+``builtin_tool_definitions`` imports the local defaults from there, lazily: that one
+import is the documented composition default.
 
 A handler that refuses its input, or whose backend fails, raises ``BuiltinToolError``
 (a ``ValueError``); the registry reports it as ``tool handler failed: <message>``.
@@ -107,6 +108,7 @@ class SearchHit:
     """Higher is better; only comparable within one result list."""
 
     def as_payload(self) -> dict[str, Any]:
+        """The hit as it appears in the tool's ``results`` list."""
         return {
             "title": self.title,
             "snippet": self.snippet,

@@ -126,7 +126,11 @@ class SessionStore(Protocol):
 
     # one writer per session
     def claim_session(
-        self, session_id: str, owner: str, *, lease_seconds: float = 30.0,
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        lease_seconds: float = 30.0,
         wait_seconds: float = 0.0,
     ) -> str: ...
     def renew_claim(self, session_id: str, token: str, *, lease_seconds: float = 30.0) -> None: ...

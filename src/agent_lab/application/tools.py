@@ -12,7 +12,6 @@ import inspect
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from jsonschema import Draft202012Validator
@@ -43,7 +42,6 @@ class ToolExecutionContext:
     session_id: str | None = None
     turn_index: int = 0
     round_index: int = 0
-    data_dir: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,9 @@ def tool_call(call_id: str, name: str, **arguments: Any) -> StreamItem:
     import json
 
     return StreamItem.provider_tool_call(
-        ToolCallEvent(id=call_id, name=name, arguments=arguments, raw_arguments=json.dumps(arguments))
+        ToolCallEvent(
+            id=call_id, name=name, arguments=arguments, raw_arguments=json.dumps(arguments)
+        )
     )
 
 
