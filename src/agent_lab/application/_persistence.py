@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric, CallStatus, SessionStore
-from agent_lab.domain.errors import PersistenceFailed, StoreError
+from agent_lab.domain.errors import PersistenceFailed, StoreError, StoreFormatError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
@@ -69,6 +69,8 @@ class SessionRecorder:
             if audits:
                 self.store.append_audits(self.session_id, audits)
             return function(*args, **kwargs)
+        except StoreFormatError as exc:  # found mid-session: the file went bad under us
+            raise PersistenceFailed("corrupt", str(exc)) from exc
         except StoreError:
             raise
         except Exception as exc:  # an adapter bug must still read as a storage failure

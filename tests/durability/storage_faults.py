@@ -1,0 +1,133 @@
+"""Real SQLite faults applied to a real store file at one chosen write site.
+
+``FaultInjectingStore`` delegates every call to a real ``SQLiteSessionStore``. When the
+chosen method is called for the chosen time, it first puts the file into a real fault
+state and makes that one call against it:
+
+* ``locked`` — a second connection holds ``BEGIN EXCLUSIVE`` for the whole call;
+* ``disk_full`` — the small private file system holding the store is filled to the
+  last byte (the test runs in its own mount namespace on a tiny tmpfs);
+* ``read_only`` — the call runs on a ``mode=ro`` connection to the same file;
+* ``corrupt`` — the file's pages after the header are overwritten, the call runs on a
+  fresh connection, then the original bytes are put back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+
+SITES: dict[str, str] = {
+    "session_start": "ensure_session",
+    "turn_start": "start_turn",
+    "user_message": "append_messages",
+    "tool_call_block": "begin_batch",
+    "result": "record_result",
+    "batch_commit": "commit_batch",
+    "audit": "append_audits",
+    "usage": "append_usages",
+}
+FAULTS = ("locked", "disk_full", "read_only", "corrupt")
+
+
+class FaultInjectingStore:
+    def __init__(self, path: Path, site: str, fault: str, occurrence: int = 1) -> None:
+        self.path = path
+        self.inner = SQLiteSessionStore(path, busy_timeout_ms=150)
+        self.method = SITES[site]
+        self.fault = fault
+        self.occurrence = occurrence
+        self.calls = 0
+        self.injected = 0
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self.inner, name)
+        if name != self.method or not callable(target):
+            return target
+        return self._maybe_faulty(name)
+
+    def _maybe_faulty(self, name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls != self.occurrence:
+                return getattr(self.inner, name)(*args, **kwargs)
+            self.injected += 1
+            with self._faulty_store() as store:
+                return getattr(store, name)(*args, **kwargs)
+
+        return call
+
+    @contextlib.contextmanager
+    def _faulty_store(self) -> Iterator[Any]:
+        if self.fault == "locked":
+            with _held_lock(self.path):
+                yield self.inner
+        elif self.fault == "read_only":
+            reader = SQLiteSessionStore(self.path, read_only=True)
+            try:
+                yield reader
+            finally:
+                reader.close()
+        elif self.fault == "disk_full":
+            with _full_file_system(self.path):
+                yield self.inner
+        else:
+            with _corrupted_file(self.path) as broken:
+                yield broken
+
+
+@contextlib.contextmanager
+def _held_lock(path: Path) -> Iterator[None]:
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+@contextlib.contextmanager
+def _full_file_system(path: Path) -> Iterator[None]:
+    """Fill the (small, private) file system holding ``path`` until writes fail."""
+    filler = path.parent / "fault-filler.bin"
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 16, 4096, 512, 1):
+            block = b"\0" * size
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(descriptor, block)
+    finally:
+        os.close(descriptor)
+    try:
+        yield
+    finally:
+        filler.unlink()
+
+
+@contextlib.contextmanager
+def _corrupted_file(path: Path) -> Iterator[Any]:
+    side = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    side.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    side.close()
+    original = path.read_bytes()
+    page_size = int.from_bytes(original[16:18], "big") or 65536
+    garbage = bytes((i * 37 + 11) % 256 for i in range(len(original) - page_size))
+    path.write_bytes(original[:page_size] + garbage)
+    broken: Any = None
+    try:
+        broken = SQLiteSessionStore(path, busy_timeout_ms=150)
+        yield broken
+    except Exception:
+        raise
+    finally:
+        if broken is not None:
+            broken.close()
+        path.write_bytes(original)
