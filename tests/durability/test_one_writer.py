@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -105,19 +104,20 @@ async def test_another_process_is_refused_then_takes_over_at_once_after_a_kill(
 ) -> None:
     db = tmp_path / "lab.sqlite3"
     SQLiteSessionStore(db).close()
-    child = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(db)], stdout=subprocess.PIPE, text=True
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", HOLDER, str(db), stdout=asyncio.subprocess.PIPE
     )
     try:
         assert child.stdout is not None
-        assert child.stdout.readline().strip() == "holding"
+        line = await asyncio.wait_for(child.stdout.readline(), timeout=30)
+        assert line.decode().strip() == "holding"
         store = SQLiteSessionStore(db)
         refused = DebugRuntime(ScriptedChatClient([text("no")]), session_store=store)
         outputs = await _until(refused.start_session(_request("parent")), {"error"})
         assert outputs[-1]["failure_reason"] == "session_busy"
     finally:
         os.kill(child.pid, signal.SIGKILL)
-        child.wait()
+        await child.wait()
     runtime = DebugRuntime(ScriptedChatClient([text("mine now")]), session_store=store)
     outputs = await _until(runtime.start_session(_request("parent again")), {"turn_completed"})
     await runtime.aclose()

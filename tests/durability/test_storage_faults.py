@@ -154,9 +154,10 @@ def test_disk_full_at_every_site_on_a_real_full_file_system(tmp_path: Path) -> N
         return  # already inside the namespace
     mount_point = tmp_path / "tiny"
     mount_point.mkdir()
+    selection = "disk_full and recovers"
     script = (
         f"mount -t tmpfs -o size=16m tmpfs {mount_point} && "
-        f'exec "{sys.executable}" -m pytest -q -p no:cacheprovider "{__file__}" -k "disk_full and recovers"'
+        f'exec "{sys.executable}" -m pytest -q -p no:cacheprovider "{__file__}" -k "{selection}"'
     )
     done = subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
