@@ -1,0 +1,155 @@
+"""The composition root: one place that builds the lab's object graph from settings.
+
+For example::
+
+    async with Lab(load_settings()) as lab:
+        runtime = lab.runtime()
+        async for message in runtime.run(lab.request("Set the volume to 20")):
+            ...
+
+The CLI and the web lab only receive a ``Lab``; nothing is built at import time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from typing import Any
+
+from agent_lab.application.contracts import (
+    AgentParams,
+    DebugRunRequest,
+    EventAgentParams,
+    ToolInvocationMode,
+)
+from agent_lab.application.ports import ChatClient
+from agent_lab.application.runtime import DebugRuntime
+from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
+from agent_lab.domain.errors import ConfigError
+from agent_lab.domain.messages import ChatMessage
+from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.interfaces.settings import LabSettings
+
+SIMULATED_NOTICE = "simulated model — set OPENAI_BASE_URL or --base-url for a real one"
+
+
+class Lab:
+    """The store, the tools and the model endpoint of one lab process."""
+
+    def __init__(self, settings: LabSettings, *, registry: ToolRegistry | None = None) -> None:
+        self.settings = settings
+        self._registry = registry
+        self._stack = AsyncExitStack()
+        self.base_url: str | None = settings.base_url
+        self.model = ""
+        self.chat_client: ChatClient | None = None
+        self.store: SQLiteSessionStore | None = None
+
+    @property
+    def registry(self) -> ToolRegistry:
+        if self._registry is None:
+            self._registry = build_default_tool_registry()
+        return self._registry
+
+    @property
+    def endpoint_description(self) -> str:
+        if self.settings.simulated:
+            return SIMULATED_NOTICE
+        if self.settings.local:
+            return f"local model through llama.cpp at {self.base_url}"
+        return f"model {self.model} at {self.base_url}"
+
+    async def __aenter__(self) -> Lab:
+        try:
+            await self._start_endpoint()
+            self.model = self.model or self.settings.chat_model()
+            self.chat_client = await self._stack.enter_async_context(
+                OpenAICompatibleChatClient(
+                    self.base_url or "",
+                    api_key=self.settings.secret_key() or "not-needed",
+                    timeout=self.settings.timeout,
+                    max_retries=self.settings.max_retries,
+                )
+            )
+            self.store = SQLiteSessionStore(self.settings.database())
+            self._stack.callback(self.store.close)
+            self._check_tools()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._stack.aclose()
+
+    async def _start_endpoint(self) -> None:
+        if self.settings.simulated:
+            from agent_lab.infrastructure.simulated_provider import (
+                LatencyModel,
+                SimulatedProvider,
+                SimulatedProviderServer,
+            )
+
+            latency = LatencyModel(
+                ttft_ms=self.settings.simulated_ttft_ms,
+                tokens_per_second=self.settings.simulated_tokens_per_second,
+            )
+            server = SimulatedProviderServer(SimulatedProvider(latency))
+            await self._stack.enter_async_context(server)
+            self.base_url = server.base_url
+        elif self.settings.local:
+            from agent_lab.infrastructure.local_llm import LocalModelServer
+
+            local = LocalModelServer()
+            await self._stack.enter_async_context(local)
+            self.base_url = local.base_url
+            self.model = self.settings.model or local.model
+
+    def _check_tools(self) -> None:
+        unknown = [name for name in self.settings.tools if name not in self.registry]
+        if unknown:
+            known = ", ".join(self.registry.names())
+            raise ConfigError(f"unknown tool(s): {', '.join(unknown)} (known: {known})")
+
+    def runtime(self, **options: Any) -> DebugRuntime:
+        """A fresh runtime (one per session) on the lab's client, tools and store."""
+        if self.chat_client is None:
+            raise ConfigError("the lab is not open; use `async with Lab(...)`")
+        return DebugRuntime(
+            self.chat_client, registry=self.registry, session_store=self.store, **options
+        )
+
+    def request(
+        self,
+        user_message: str = "",
+        *,
+        session_id: str | None = None,
+        mode: ToolInvocationMode | None = None,
+        pre_messages: list[ChatMessage] | None = None,
+    ) -> DebugRunRequest:
+        """A request built from the settings (``mode`` overrides the configured one)."""
+        settings = self.settings
+        return DebugRunRequest(
+            session_id=session_id,
+            user_message=user_message,
+            system_prompts=list(settings.system_prompts),
+            pre_messages=list(pre_messages or []),
+            chat_agent=AgentParams(
+                model=self.model,
+                temperature=settings.temperature,
+                max_tokens=settings.max_tokens,
+            ),
+            event_agent=EventAgentParams(
+                model=settings.event_model,
+                enabled_tools=list(settings.tools),
+                max_event_loops=settings.max_event_loops,
+                max_parallel_events=settings.max_parallel_events,
+            ),
+            tool_invocation_mode=mode or settings.mode,
+        )
+
+
+async def wait_closed(runtime: DebugRuntime) -> None:
+    """Close a runtime, waiting at most a few seconds."""
+    await asyncio.wait_for(runtime.aclose(), timeout=10)
