@@ -1,0 +1,109 @@
+"""Builders and subprocess helpers for the session store tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from agent_lab.application.session_store import CallMetric, SessionStore
+from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.messages import ChatMessage
+
+StoreFactory = Callable[[], SessionStore]
+"""Opens a handle on the test's store (see the ``store_factory`` fixture)."""
+
+
+def user(text: str) -> ChatMessage:
+    return ChatMessage(role="user", content=text)
+
+
+def assistant(text: str, *calls: ToolCallEvent) -> ChatMessage:
+    return ChatMessage(role="assistant", content=text, tool_calls=list(calls))
+
+
+def call(call_id: str, name: str = "safe_tool", **arguments: Any) -> ToolCallEvent:
+    return ToolCallEvent(id=call_id, name=name, arguments=arguments, raw_arguments="{}")
+
+
+def tool_reply(event: ToolCallEvent, content: str = '{"ok": true}') -> ChatMessage:
+    return ChatMessage(role="tool", content=content, name=event.name, tool_call_id=event.id)
+
+
+def metric(key: str, **fields: Any) -> CallMetric:
+    kind, turn, round_index, *_ = key.split(":")
+    call_kind = {
+        "chat": "chat",
+        "fallback": "argument_fallback",
+        "generation": "argument_generation",
+        "tool": "tool_execution",
+    }[kind]
+    agent = {"chat": "chat_agent", "tool": "tool"}.get(kind, "event_agent")
+    values: dict[str, Any] = {
+        "metric_key": key,
+        "turn_index": int(turn),
+        "round_index": int(round_index),
+        "call_kind": call_kind,
+        "agent": agent,
+        "mode": "dual_agent",
+    }
+    values.update(fields)
+    return CallMetric(**values)
+
+
+def run_python(code: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter of this venv."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _can_use_private_mounts() -> bool:
+    if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "mount", "-t", "tmpfs", "t", "/mnt"],
+        capture_output=True,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+PRIVATE_MOUNTS = _can_use_private_mounts()
+"""Whether tests can mount file systems in a private mount namespace (root, Linux)."""
+
+
+def run_in_private_mount(
+    shell: str, code: str, *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run ``shell`` (mount commands) then ``code`` in a private mount namespace.
+
+    The mounts vanish with the namespace, so nothing is left behind on the host.
+    """
+    script = f'{shell} && exec "$0" -c "$@"'
+    return subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            sys.executable,
+            textwrap.dedent(code),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
