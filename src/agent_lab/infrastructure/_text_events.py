@@ -1,0 +1,110 @@
+"""Streaming parser of inline event blocks in visible text (``dual_agent`` mode, no I/O).
+
+A block is ``EVENT_BLOCK_START name[, name ...] EVENT_BLOCK_END``. The parser never
+returns marker text; between reads it holds back only a suffix that could begin
+``EVENT_BLOCK_START`` (or, inside a block, the block's text so far). A block still open
+when the stream ends still names its events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from uuid import uuid4
+
+from agent_lab.domain.events import EVENT_BLOCK_END, EVENT_BLOCK_START, ToolCallEvent
+
+TextPiece = str | ToolCallEvent
+"""Visible text, or an event named in a block."""
+
+
+def new_event_id() -> str:
+    """Returns a fresh, globally unique event id (``evt_`` + 32 hex digits)."""
+    return f"evt_{uuid4().hex}"
+
+
+def _held_back(text: str) -> int:
+    """Length of the longest suffix of ``text`` that is a proper prefix of the start marker."""
+    first = EVENT_BLOCK_START[0]
+    start = text.find(first, max(0, len(text) - len(EVENT_BLOCK_START) + 1))
+    while start != -1:
+        if EVENT_BLOCK_START.startswith(text[start:]):
+            return len(text) - start
+        start = text.find(first, start + 1)
+    return 0
+
+
+def _trim_partial_end(text: str) -> str:
+    for size in range(min(len(EVENT_BLOCK_END) - 1, len(text)), 0, -1):
+        if EVENT_BLOCK_END.startswith(text[-size:]):
+            return text[:-size]
+    return text
+
+
+class TextEventParser:
+    """Splits streamed text into visible text and events named in inline blocks."""
+
+    __slots__ = ("_in_block", "_new_id", "_pending")
+
+    def __init__(self, new_id: Callable[[], str] = new_event_id) -> None:
+        """Creates a parser outside any block.
+
+        Args:
+            new_id: Supplies the id of every event (unique per call by default).
+        """
+        self._new_id = new_id
+        self._pending = ""
+        self._in_block = False
+
+    def feed(self, text: str) -> list[TextPiece]:
+        """Parses the next piece of streamed text.
+
+        Args:
+            text: Content split anywhere, even inside a marker.
+
+        Returns:
+            Visible text and events, in the order they appeared.
+        """
+        buffer = self._pending + text if self._pending else text
+        pieces: list[TextPiece] = []
+        while buffer:
+            if self._in_block:
+                end = buffer.find(EVENT_BLOCK_END)
+                if end == -1:
+                    break
+                pieces.extend(self._events(buffer[:end]))
+                buffer = buffer[end + len(EVENT_BLOCK_END) :]
+                self._in_block = False
+                continue
+            start = buffer.find(EVENT_BLOCK_START)
+            if start == -1:
+                keep = _held_back(buffer)
+                visible = buffer[: len(buffer) - keep]
+                if visible:
+                    pieces.append(visible)
+                buffer = buffer[len(buffer) - keep :]
+                break
+            if start:
+                pieces.append(buffer[:start])
+            buffer = buffer[start + len(EVENT_BLOCK_START) :]
+            self._in_block = True
+        self._pending = buffer
+        return pieces
+
+    def finish(self) -> list[TextPiece]:
+        """Ends the text: held-back text becomes visible, an open block names its events.
+
+        Returns:
+            The remaining pieces; the parser is reset for reuse.
+        """
+        pending, in_block = self._pending, self._in_block
+        self._pending, self._in_block = "", False
+        if in_block:
+            return list(self._events(_trim_partial_end(pending)))
+        return [pending] if pending else []
+
+    def _events(self, block: str) -> list[ToolCallEvent]:
+        return [
+            ToolCallEvent(id=self._new_id(), name=name, arguments={}, raw_arguments="{}")
+            for name in (part.strip() for part in block.split(","))
+            if name
+        ]

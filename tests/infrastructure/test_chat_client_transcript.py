@@ -1,0 +1,63 @@
+"""The tool-protocol check every transcript passes before it is sent."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.messages import ChatMessage
+from agent_lab.infrastructure._transcript_validation import validate_tool_transcript
+
+
+def user(text: str = "q") -> ChatMessage:
+    return ChatMessage(role="user", content=text)
+
+
+def assistant(*ids: str, text: str = "") -> ChatMessage:
+    return ChatMessage(
+        role="assistant", content=text, tool_calls=[ToolCallEvent(id=i, name="t") for i in ids]
+    )
+
+
+def reply(call_id: str | None) -> ChatMessage:
+    return ChatMessage(role="tool", content="{}", tool_call_id=call_id, name="t")
+
+
+VALID = [
+    [],
+    [ChatMessage(role="system", content="s"), user(), assistant(text="plain answer")],
+    [user(), assistant("a", "b"), reply("a"), reply("b"), assistant(text="done")],
+    [user(), assistant("a", "b"), reply("b"), reply("a"), user("next")],
+    [user(), assistant("a"), reply("a"), assistant("b"), reply("b")],
+    [user(), assistant("a"), reply("a"), assistant(text="past answer"), user("current")],
+]
+
+
+@pytest.mark.parametrize("messages", VALID)
+def test_valid_transcripts_pass(messages: list[ChatMessage]) -> None:
+    validate_tool_transcript(messages)
+
+
+@pytest.mark.parametrize(
+    ("messages", "problem"),
+    [
+        ([user(), reply("x")], "answers call 'x', which no preceding assistant message declared"),
+        ([reply("x")], "answers call 'x', which no preceding assistant message declared"),
+        ([user(), assistant("a"), reply(None)], "tool message at index 2 has no tool_call_id"),
+        ([user(), assistant("a", "b"), reply("a"), user()], "tool calls 'b' are unanswered before"),
+        ([user(), assistant("a"), assistant(text="x")], "'a' are unanswered before the assistant"),
+        ([user(), assistant("a", "b"), reply("a")], "'b' are unanswered at the end"),
+        ([user(), assistant("a")], "'a' are unanswered at the end of the transcript"),
+        ([user(), assistant("a", "a")], "duplicate tool-call id 'a'"),
+        (
+            [user(), assistant("a"), reply("a"), assistant("a"), reply("a")],
+            "duplicate tool-call id 'a'",
+        ),
+        ([user(), assistant("a"), reply("a"), reply("a")], "answers call 'a' again"),
+        ([user(), assistant("a"), reply("a"), user(), reply("a")], "answers call 'a' again"),
+    ],
+)
+def test_invalid_transcripts_name_the_problem(messages: list[ChatMessage], problem: str) -> None:
+    with pytest.raises(ValueError) as info:
+        validate_tool_transcript(messages)
+    assert problem in str(info.value)

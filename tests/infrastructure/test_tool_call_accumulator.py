@@ -1,0 +1,173 @@
+"""Assembling tool calls from the delta shapes real OpenAI-compatible servers send."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import count
+from typing import Any
+
+import pytest
+
+from agent_lab.infrastructure._tool_call_accumulator import ToolCallAccumulator
+
+
+def ids() -> Iterator[str]:
+    return (f"gen_{n}" for n in count())
+
+
+def accumulate(*deltas: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], str]]:
+    generated = ids()
+    accumulator = ToolCallAccumulator(new_id=lambda: next(generated))
+    for delta in deltas:
+        accumulator.add(delta)
+    return [(c.id, c.name, c.arguments, c.raw_arguments) for c in accumulator.drain()]
+
+
+def fn(name: str | None = None, arguments: Any = None) -> dict[str, Any]:
+    function: dict[str, Any] = {}
+    if name is not None:
+        function["name"] = name
+    if arguments is not None:
+        function["arguments"] = arguments
+    return function
+
+
+def test_fragments_joined_by_index_and_emitted_in_index_order() -> None:
+    assert accumulate(
+        {"index": 1, "id": "b", "type": "function", "function": fn("second", "")},
+        {"index": 0, "id": "a", "type": "function", "function": fn("first", "")},
+        {"index": 1, "function": fn(arguments='{"y":')},
+        {"index": 0, "function": fn(arguments='{"x": 1}')},
+        {"index": 1, "function": fn(arguments=" 2}")},
+    ) == [
+        ("a", "first", {"x": 1}, '{"x": 1}'),
+        ("b", "second", {"y": 2}, '{"y": 2}'),
+    ]
+
+
+def test_same_index_with_different_ids_is_two_calls() -> None:
+    # Ollama: parallel calls all carry index 0.
+    assert accumulate(
+        {"index": 0, "id": "call_1", "function": fn("get_weather", '{"city":"Paris"}')},
+        {"index": 0, "id": "call_2", "function": fn("get_weather", '{"city":"Rome"}')},
+    ) == [
+        ("call_1", "get_weather", {"city": "Paris"}, '{"city":"Paris"}'),
+        ("call_2", "get_weather", {"city": "Rome"}, '{"city":"Rome"}'),
+    ]
+
+
+def test_repeated_name_and_id_are_assigned_not_appended() -> None:
+    assert accumulate(
+        {"index": 0, "id": "x", "function": fn("volume", '{"level":')},
+        {"index": 0, "id": "x", "function": fn("volume", " 3")},
+        {"index": 0, "function": fn("volume", "}")},
+    ) == [("x", "volume", {"level": 3}, '{"level": 3}')]
+
+
+def test_missing_index_and_continuations_without_index_or_id() -> None:
+    assert accumulate(
+        {"id": "one", "function": fn("first", '{"a"')},
+        {"function": fn(arguments=": 1}")},
+        {"id": "two", "function": fn("second", "")},
+        {"function": fn(arguments='{"b": 2}')},
+    ) == [
+        ("one", "first", {"a": 1}, '{"a": 1}'),
+        ("two", "second", {"b": 2}, '{"b": 2}'),
+    ]
+
+
+def test_missing_ids_are_generated_and_unique() -> None:
+    calls = accumulate(
+        {"index": 0, "function": fn("a", "{}")},
+        {"index": 1, "function": fn("b", "{}")},
+    )
+    assert [call[0] for call in calls] == ["gen_0", "gen_1"]
+
+
+def test_non_string_ids_are_stringified() -> None:
+    calls = accumulate({"index": 0, "id": 42, "function": fn("a", "{}")})
+    assert calls[0][0] == "42"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (None, ({}, "{}")),
+        ("", ({}, "{}")),
+        ("  ", ({}, "{}")),
+        ("{}", ({}, "{}")),
+        ({"level": 3}, ({"level": 3}, '{"level":3}')),
+        ({}, ({}, "{}")),
+    ],
+)
+def test_parameterless_and_object_arguments(arguments: Any, expected: tuple[Any, str]) -> None:
+    (call,) = accumulate({"index": 0, "id": "c", "function": fn("tool", arguments)})
+    assert call[2:] == expected
+
+
+def test_placeholder_braces_before_real_fragments_are_dropped() -> None:
+    (call,) = accumulate(
+        {"index": 0, "id": "c", "function": fn("tool", "{}")},
+        {"index": 0, "function": fn(arguments='{"q": "x"}')},
+    )
+    assert call[2:] == ({"q": "x"}, '{"q": "x"}')
+
+
+@pytest.mark.parametrize("raw", ['{"city": "Par', "[1, 2]", "null", "not json"])
+def test_malformed_or_non_object_arguments_keep_raw_text(raw: str) -> None:
+    (call,) = accumulate({"index": 0, "id": "c", "function": fn("tool", raw)})
+    assert call[2:] == ({}, raw)
+
+
+def test_legacy_function_call_next_to_tool_calls_is_ignored() -> None:
+    accumulator = ToolCallAccumulator(new_id=lambda: "generated")
+    accumulator.add({"index": 0, "id": "t", "function": fn("tool", '{"a": 1}')})
+    accumulator.add_legacy_function_call(fn("tool", '{"a": 1}'))
+    assert [(c.id, c.name) for c in accumulator.drain()] == [("t", "tool")]
+
+
+def test_legacy_function_call_alone_becomes_one_call() -> None:
+    accumulator = ToolCallAccumulator(new_id=lambda: "generated")
+    accumulator.add_legacy_function_call(fn("tool", '{"a"'))
+    accumulator.add_legacy_function_call(fn(arguments=": 1}"))
+    calls = accumulator.drain()
+    assert [(c.id, c.name, c.arguments) for c in calls] == [("generated", "tool", {"a": 1})]
+
+
+def test_legacy_before_tool_calls_in_the_same_stream_is_dropped() -> None:
+    accumulator = ToolCallAccumulator(new_id=lambda: "generated")
+    accumulator.add_legacy_function_call(fn("tool", "{}"))
+    accumulator.add({"index": 0, "id": "t", "function": fn("tool", "{}")})
+    assert [c.id for c in accumulator.drain()] == ["t"]
+
+
+def test_names_are_resolved_back_to_registry_names() -> None:
+    aliases = {"a__b": "a.b"}
+    accumulator = ToolCallAccumulator(
+        new_id=lambda: "generated", resolve_name=lambda name: aliases.get(name, name)
+    )
+    accumulator.add({"index": 0, "id": "t", "function": fn("a__b", "{}")})
+    assert [c.name for c in accumulator.drain()] == ["a.b"]
+
+
+def test_drain_returns_each_call_once_and_nameless_calls_are_dropped() -> None:
+    accumulator = ToolCallAccumulator(new_id=lambda: "generated")
+    accumulator.add({"index": 0, "id": "t", "function": fn("tool", "{}")})
+    accumulator.add({"index": 1, "id": "u", "function": fn(arguments="{}")})
+    assert [c.id for c in accumulator.drain()] == ["t"]
+    assert accumulator.drain() == []
+
+
+def test_a_new_id_without_a_name_continues_the_call_at_its_index() -> None:
+    assert accumulate(
+        {"index": 0, "id": "first", "function": fn("tool", '{"a":')},
+        {"index": 0, "id": "other", "function": fn(arguments=" 1}")},
+    ) == [("first", "tool", {"a": 1}, '{"a": 1}')]
+
+
+def test_string_index_and_junk_entries() -> None:
+    assert accumulate(
+        {"index": "0", "id": "a", "function": fn("tool", "{")},
+        {"index": "0", "function": fn(arguments="}")},
+        {"index": 1, "id": "b", "function": "not a mapping"},
+    ) == [("a", "tool", {}, "{}")]
