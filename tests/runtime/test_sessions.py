@@ -232,3 +232,31 @@ async def test_closing_the_input_ends_the_session_with_done() -> None:
     await asyncio.wait_for(runtime._wait_for_tasks(), timeout=1)
     assert [m["event"] for m in tail if m["type"] == "audit"] == ["session_finished"]
     assert not runtime.running
+
+
+@pytest.mark.asyncio
+async def test_leaving_run_early_stops_the_turn() -> None:
+    release = asyncio.Event()
+
+    async def wait_forever(event: ToolCallEvent) -> dict[str, Any]:
+        await release.wait()
+        return {}
+
+    registry = ToolRegistry(
+        [
+            ToolDefinition(
+                name="wait",
+                description="Waits.",
+                parameters={"type": "object"},
+                handler=wait_forever,
+            )
+        ]
+    )
+    client = ScriptedChatClient([[tool_call("w1", "wait")]])
+    runtime = DebugRuntime(client, registry=registry)
+    stream = runtime.run(_direct_session(["wait"]))
+    async for message in stream:
+        if message["type"] == "event":
+            break
+    await stream.aclose()
+    assert not runtime.running

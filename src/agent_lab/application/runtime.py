@@ -75,12 +75,17 @@ class DebugRuntime:
     async def run(self, request: DebugRunRequest) -> AsyncIterator[dict[str, Any]]:
         """Run one turn, yielding every output message until ``done`` or ``error``."""
         queues = self.start(request)
-        while True:
-            message = await queues.output.get()
-            yield message
-            if message["type"] in TERMINAL_TYPES:
-                break
-        await self._wait_for_tasks()
+        finished = False
+        try:
+            while not finished:
+                message = await queues.output.get()
+                finished = message["type"] in TERMINAL_TYPES
+                yield message
+        finally:
+            if finished:
+                await self._wait_for_tasks()
+            else:  # the consumer stopped early: stop the turn too
+                await self.aclose()
 
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress (its batch is journaled as cancelled)."""
