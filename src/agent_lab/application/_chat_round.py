@@ -71,7 +71,7 @@ async def stream_round(
             await output.put({"type": "message_delta", "content": item.content})
         elif kind == "raw_chunk":
             if item.chunk is not None:
-                call.raw_chunks.append(item.chunk)
+                call.add_chunk(item.chunk)
         elif kind == "usage":
             if item.usage is not None:
                 call.usage = item.usage

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,14 @@ class ModelCall:
     ttft_ms: int | None = None
     latency_ms: int | None = None
     raw_chunks: list[dict[str, Any]] = field(default_factory=list)
+    chunk_offsets_ms: list[float] = field(default_factory=list)
+    """When each raw chunk arrived, in ms after the request (wall clock, for replay
+    pacing only; metrics use the injected clock)."""
+    sent_at: float = field(default_factory=time.perf_counter)
+
+    def add_chunk(self, chunk: dict[str, Any]) -> None:
+        self.raw_chunks.append(chunk)
+        self.chunk_offsets_ms.append(round((time.perf_counter() - self.sent_at) * 1000, 3))
 
 
 def chat_metric(

@@ -314,6 +314,7 @@ class TurnEngine:
             "event_names": [event.name for event in streamed.events],
             "event_ids": [event.id for event in streamed.events],
             "raw_chunks": streamed.call.raw_chunks,
+            "raw_chunk_offsets_ms": streamed.call.chunk_offsets_ms,
             "usage": usage.model_dump() if usage is not None else None,
             "usage_reported": usage is not None,
             "visible_ttft_ms": streamed.ttft_ms,

@@ -236,7 +236,7 @@ class EventAgent:
                 if call.ttft_ms is None:
                     call.ttft_ms = elapsed_ms(started, self._clock())
                 if item.kind == "raw_chunk" and item.chunk is not None:
-                    call.raw_chunks.append(item.chunk)
+                    call.add_chunk(item.chunk)
                 elif item.kind == "usage":
                     call.usage = item.usage
                 elif item.kind == "provider_tool_call" and item.tool_call is not None:
@@ -293,6 +293,9 @@ def _raw_model_chunks(
             "event_id": event.id,
             "event_name": event.name,
             "chunks": by_id[event.id].call.raw_chunks if event.id in by_id else [],
+            "chunk_offsets_ms": (
+                by_id[event.id].call.chunk_offsets_ms if event.id in by_id else []
+            ),
         }
         for event in events
     ]
