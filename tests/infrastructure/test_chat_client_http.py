@@ -146,7 +146,7 @@ async def test_transcript_is_converted_with_aliases(collect: Collect) -> None:
         {"role": "user", "content": "hello"},
         {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "call_1",

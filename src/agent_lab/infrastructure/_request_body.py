@@ -88,7 +88,7 @@ def wire_message(message: ChatMessage, aliases: ToolNameAliases) -> dict[str, An
         return wire
     wire = {"role": message.role, "content": message.content}
     if message.role == "assistant" and message.tool_calls:
-        wire["content"] = message.content or None
+        # An empty string, not null: llama.cpp's server answers 500 to a null content.
         wire["tool_calls"] = [_wire_call(call, aliases) for call in message.tool_calls]
     if message.name:
         wire["name"] = message.name
