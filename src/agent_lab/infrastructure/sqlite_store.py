@@ -35,23 +35,29 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import socket
 import sqlite3
 import threading
 import time
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, date, datetime
-from enum import Enum
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, get_args
 
-from pydantic import BaseModel
-
+from agent_lab.application._store_records import (
+    check_positive,
+    check_unique_events,
+    checked_id,
+    dumps,
+    message_json,
+    new_id,
+    now_iso,
+    rendered_journal_message,
+    session_title,
+    summarize,
+)
 from agent_lab.application.contracts import ToolInvocationMode
 from agent_lab.application.session_store import BatchState, CallMetric, CallStatus
 from agent_lab.domain.errors import (
@@ -81,9 +87,7 @@ __all__ = ["SQLiteSessionStore", "Synchronous"]
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 """SQLite ``PRAGMA synchronous`` levels accepted by the store."""
 
-TITLE_LIMIT: Final = 80
 _CLAIM_POLL_SECONDS: Final = 0.05
-_MODEL_CALL_KINDS: Final = ("chat", "argument_fallback", "argument_generation")
 _CALL_STATUSES: Final = get_args(CallStatus)
 _ABANDON_STATES: Final = ("cancelled", "failed")
 _METRIC_FIELDS: Final = tuple(CallMetric.model_fields)
@@ -168,8 +172,8 @@ class SQLiteSessionStore:
         Raises:
             UsageError: a session with ``session_id`` already exists.
         """
-        session_id = _new_id() if session_id is None else _checked_id(session_id)
-        config_json = _dumps(config, "session config")
+        session_id = new_id() if session_id is None else checked_id(session_id)
+        config_json = dumps(config, "session config")
         with self._write() as conn:
             if _session_exists(conn, session_id):
                 raise UsageError(f"session {session_id!r} already exists")
@@ -178,8 +182,8 @@ class SQLiteSessionStore:
 
     def ensure_session(self, session_id: str, title: str, config: dict[str, Any]) -> dict[str, Any]:
         """Create the session unless it exists (keeping its config); return it."""
-        session_id = _checked_id(session_id)
-        config_json = _dumps(config, "session config")
+        session_id = checked_id(session_id)
+        config_json = dumps(config, "session config")
         with self._write() as conn:
             if not _session_exists(conn, session_id):
                 _insert_session(conn, session_id, title, config_json)
@@ -231,7 +235,7 @@ class SQLiteSessionStore:
             _require_session(conn, session_id)
             if _turn_exists(conn, session_id, turn_index):
                 raise UsageError(f"turn {turn_index} of session {session_id!r} already exists")
-            now = _now()
+            now = now_iso()
             conn.execute(
                 "INSERT INTO turns (session_id, turn_index, status, user_message, started_at)"
                 " VALUES (?, ?, 'running', ?, ?)",
@@ -255,7 +259,7 @@ class SQLiteSessionStore:
         """
         with self._write() as conn:
             _require_session(conn, session_id)
-            now = _now()
+            now = now_iso()
             updated = conn.execute(
                 "UPDATE turns SET status = ?, wall_time_ms = ?, round_count = ?,"
                 " completed_at = ? WHERE session_id = ? AND turn_index = ?",
@@ -309,13 +313,13 @@ class SQLiteSessionStore:
         self, session_id: str, turn_index: int | None, event: str, details: dict[str, Any]
     ) -> int:
         """Append one audit record; return its id (increasing, usable as an offset)."""
-        details_json = _dumps(details, f"audit {event!r} details")
+        details_json = dumps(details, f"audit {event!r} details")
         with self._write() as conn:
             _require_session(conn, session_id)
             cursor = conn.execute(
                 "INSERT INTO audit_logs (session_id, turn_index, event, details, created_at)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (session_id, turn_index, event, details_json, _now()),
+                (session_id, turn_index, event, details_json, now_iso()),
             )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
@@ -324,9 +328,9 @@ class SQLiteSessionStore:
         self, session_id: str, records: list[tuple[int | None, str, dict[str, Any]]]
     ) -> None:
         """Append ``(turn_index, event, details)`` records in one transaction."""
-        now = _now()
+        now = now_iso()
         rows = [
-            (session_id, turn, event, _dumps(details, f"audit {event!r} details"), now)
+            (session_id, turn, event, dumps(details, f"audit {event!r} details"), now)
             for turn, event, details in records
         ]
         with self._write() as conn:
@@ -371,7 +375,7 @@ class SQLiteSessionStore:
 
         A replaced metric keeps its position and ``created_at``.
         """
-        now = _now()
+        now = now_iso()
         rows = [_metric_row(session_id, metric, now) for metric in metrics]
         with self._write() as conn:
             _require_session(conn, session_id)
@@ -392,7 +396,7 @@ class SQLiteSessionStore:
                 " FROM turns WHERE session_id = ? ORDER BY turn_index",
                 (session_id,),
             ).fetchall()
-        return _summarize(calls, turns)
+        return summarize(calls, {row[0]: tuple(row[1:5]) for row in turns})
 
     # --------------------------------------------------------- tool-batch journal
 
@@ -417,11 +421,11 @@ class SQLiteSessionStore:
         Raises:
             UsageError: two events share an id.
         """
-        _check_unique_events(events)
-        batch_id = _new_id()
-        assistant_json = None if assistant is None else _message_json(assistant)
+        check_unique_events(events)
+        batch_id = new_id()
+        assistant_json = None if assistant is None else message_json(assistant)
         calls = [
-            (batch_id, position, _dumps(event.model_dump(), f"tool call {event.id!r}"), event.id)
+            (batch_id, position, dumps(event.model_dump(), f"tool call {event.id!r}"), event.id)
             for position, event in enumerate(events)
         ]
         visible_rows = [_message_fields(message) for message in visible or []]
@@ -438,7 +442,7 @@ class SQLiteSessionStore:
                     scope,
                     mode,
                     assistant_json,
-                    _now(),
+                    now_iso(),
                 ),
             )
             conn.executemany(
@@ -461,13 +465,13 @@ class SQLiteSessionStore:
         """
         if status not in _CALL_STATUSES:
             raise UsageError(f"call status must be one of {_CALL_STATUSES}, not {status!r}")
-        result_json = _message_json(result)
+        result_json = message_json(result)
         with self._write() as conn:
             _require_pending_batch(conn, batch_id, "record a result in")
             updated = conn.execute(
                 "UPDATE tool_calls SET state = ?, result = ?, landed_at = ?"
                 " WHERE batch_id = ? AND event_id = ?",
-                (status, result_json, _now(), batch_id, event_id),
+                (status, result_json, now_iso(), batch_id, event_id),
             )
             if updated.rowcount == 0:
                 raise UsageError(f"tool batch {batch_id!r} has no call {event_id!r}")
@@ -484,7 +488,7 @@ class SQLiteSessionStore:
             _insert_messages(conn, session_id, turn_index, rows)
             conn.execute(
                 "UPDATE tool_batches SET state = 'committed', finished_at = ? WHERE id = ?",
-                (_now(), batch_id),
+                (now_iso(), batch_id),
             )
 
     def abandon_batch(self, batch_id: str, state: BatchState = "cancelled") -> None:
@@ -500,7 +504,7 @@ class SQLiteSessionStore:
             raise UsageError(f"a batch can be abandoned as {_ABANDON_STATES}, not {state!r}")
         with self._write() as conn:
             if _batch_state(conn, batch_id) == "pending":
-                _abandon(conn, [batch_id], state, _now())
+                _abandon(conn, [batch_id], state, now_iso())
 
     def list_batches(self, session_id: str) -> list[dict[str, Any]]:
         """Return the session's tool journal, oldest batch first, each with its calls."""
@@ -534,7 +538,7 @@ class SQLiteSessionStore:
             SessionBusy: another live runtime still holds the session.
             SessionNotFound: no session has that id.
         """
-        _check_positive(lease_seconds, "lease_seconds")
+        check_positive(lease_seconds, "lease_seconds")
         deadline = time.monotonic() + max(wait_seconds, 0.0)
         while True:
             token, holder = self._try_claim(session_id, owner, lease_seconds)
@@ -551,7 +555,7 @@ class SQLiteSessionStore:
         Raises:
             SessionBusy: the token no longer holds the claim.
         """
-        _check_positive(lease_seconds, "lease_seconds")
+        check_positive(lease_seconds, "lease_seconds")
         with self._write() as conn:
             _require_session(conn, session_id)
             updated = conn.execute(
@@ -580,7 +584,7 @@ class SQLiteSessionStore:
             now = time.time()
             if claim is not None and not self._claim_is_stale(claim, now):
                 return None, claim.describe(now)
-            token = _new_id()
+            token = new_id()
             pid = os.getpid()
             conn.execute(
                 "INSERT OR REPLACE INTO session_claims (session_id, token, owner, pid,"
@@ -597,7 +601,7 @@ class SQLiteSessionStore:
                     now + lease_seconds,
                 ),
             )
-            _abandon(conn, _pending_batch_ids(conn, session_id), "cancelled", _now())
+            _abandon(conn, _pending_batch_ids(conn, session_id), "cancelled", now_iso())
             return token, ""
 
     def _claim_is_stale(self, claim: _Claim, now: float) -> bool:
@@ -729,64 +733,6 @@ def _configure(conn: sqlite3.Connection, path: Path, options: _Options) -> None:
 # -------------------------------------------------------------- small helpers
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def _new_id() -> str:
-    return uuid.uuid4().hex
-
-
-def _checked_id(session_id: str) -> str:
-    if not isinstance(session_id, str) or not session_id.strip():
-        raise UsageError(f"a session id must be a non-empty string, not {session_id!r}")
-    return session_id
-
-
-def _fold_title(title: str) -> str:
-    return " ".join(title.split())[:TITLE_LIMIT]
-
-
-def _check_positive(value: float, name: str) -> None:
-    if not value > 0 or math.isinf(value):
-        raise UsageError(f"{name} must be a positive number of seconds, not {value!r}")
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def _dumps(value: object, what: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, default=_json_default)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{what} cannot be stored as JSON: {exc}") from exc
-
-
-def _message_json(message: ChatMessage) -> str:
-    return _dumps(message.model_dump(), f"{message.role} message")
-
-
-def _check_unique_events(events: Sequence[ToolCallEvent]) -> None:
-    seen: set[str] = set()
-    for event in events:
-        if event.id in seen:
-            raise UsageError(f"tool call id {event.id!r} appears twice in one batch")
-        seen.add(event.id)
-
-
 # -------------------------------------------------------------- session rows
 
 
@@ -801,10 +747,10 @@ def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
 
 
 def _insert_session(conn: sqlite3.Connection, session_id: str, title: str, config: str) -> None:
-    now = _now()
+    now = now_iso()
     conn.execute(
         "INSERT INTO sessions (id, title, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-        (session_id, _fold_title(title), config, now, now),
+        (session_id, session_title(title), config, now, now),
     )
 
 
@@ -858,7 +804,7 @@ def _message_fields(message: ChatMessage) -> _MessageFields:
         message.content,
         message.name,
         message.tool_call_id,
-        _dumps(tool_calls, "tool calls"),
+        dumps(tool_calls, "tool calls"),
     )
 
 
@@ -871,7 +817,7 @@ def _insert_messages(
         "SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?", (session_id,)
     ).fetchone()[0]
     seqs = list(range(int(last) + 1, int(last) + 1 + len(rows)))
-    now = _now()
+    now = now_iso()
     conn.executemany(
         "INSERT INTO messages (session_id, seq, turn_index, role, content, name,"
         " tool_call_id, tool_calls, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -894,20 +840,6 @@ def _message_dict(row: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def _rendered(
-    message_json: str, turn_index: int, created_at: str | None, state: str
-) -> dict[str, Any]:
-    message = json.loads(message_json)
-    return {
-        "seq": None,
-        "turn_index": turn_index,
-        **{key: message[key] for key in ("role", "content", "name", "tool_call_id")},
-        "tool_calls": message["tool_calls"],
-        "created_at": created_at,
-        "state": state,
-    }
-
-
 def _uncommitted_messages(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
     rendered: list[dict[str, Any]] = []
     batches = conn.execute(
@@ -917,13 +849,16 @@ def _uncommitted_messages(conn: sqlite3.Connection, session_id: str) -> list[dic
     ).fetchall()
     for batch_id, turn_index, state, assistant, created_at in batches:
         if assistant is not None:
-            rendered.append(_rendered(assistant, turn_index, created_at, state))
+            rendered.append(rendered_journal_message(assistant, turn_index, created_at, state))
         results = conn.execute(
             "SELECT result, landed_at FROM tool_calls"
             " WHERE batch_id = ? AND result IS NOT NULL ORDER BY position",
             (batch_id,),
         )
-        rendered.extend(_rendered(result, turn_index, landed, state) for result, landed in results)
+        rendered.extend(
+            rendered_journal_message(result, turn_index, landed, state)
+            for result, landed in results
+        )
     return rendered
 
 
@@ -954,44 +889,6 @@ def _select_metrics(conn: sqlite3.Connection, session_id: str) -> list[dict[str,
     for call in calls:
         call["usage_reported"] = bool(call["usage_reported"])
     return calls
-
-
-_TOKEN_FIELDS: Final = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens")
-
-
-def _tally(calls: Iterable[dict[str, Any]]) -> dict[str, int]:
-    totals = dict.fromkeys((*_TOKEN_FIELDS, "model_calls", "tool_count", "fallback_count"), 0)
-    for call in calls:
-        for field in _TOKEN_FIELDS:
-            totals[field] += int(call[field])
-        totals["model_calls"] += call["call_kind"] in _MODEL_CALL_KINDS
-        totals["tool_count"] += call["call_kind"] == "tool_execution"
-        totals["fallback_count"] += call["call_kind"] == "argument_fallback"
-    return totals
-
-
-def _summarize(calls: list[dict[str, Any]], turn_rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
-    recorded = {row[0]: row for row in turn_rows}
-    indexes = sorted(set(recorded) | {call["turn_index"] for call in calls})
-    turns = []
-    for index in indexes:
-        row = recorded.get(index, (index, None, None, None, None))
-        turns.append(
-            {
-                "turn_index": index,
-                "status": row[1],
-                "turn_wall_time_ms": row[2],
-                "round_count": row[3],
-                **_tally(call for call in calls if call["turn_index"] == index),
-                "user_message": row[4],
-            }
-        )
-    session = {
-        **_tally(calls),
-        "turn_count": len(recorded),
-        "turn_wall_time_ms": sum(row[2] or 0 for row in turn_rows),
-    }
-    return {"calls": calls, "turns": turns, "session": session}
 
 
 # -------------------------------------------------------------- tool journal rows

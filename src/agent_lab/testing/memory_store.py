@@ -17,22 +17,27 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import math
 import os
 import socket
 import threading
 import time
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, date, datetime
-from enum import Enum
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, get_args
 
-from pydantic import BaseModel
-
+from agent_lab.application._store_records import (
+    check_positive,
+    check_unique_events,
+    checked_id,
+    dumps,
+    message_json,
+    new_id,
+    now_iso,
+    rendered_journal_message,
+    session_title,
+    summarize,
+)
 from agent_lab.application.contracts import ToolInvocationMode
 from agent_lab.application.session_store import BatchState, CallMetric, CallStatus
 from agent_lab.domain.errors import SessionBusy, SessionNotFound, UsageError
@@ -41,10 +46,7 @@ from agent_lab.domain.messages import ChatMessage
 
 __all__ = ["InMemorySessionStore"]
 
-_TITLE_LIMIT: Final = 80
 _CLAIM_POLL_SECONDS: Final = 0.05
-_MODEL_CALL_KINDS: Final = ("chat", "argument_fallback", "argument_generation")
-_TOKEN_FIELDS: Final = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens")
 _CALL_STATUSES: Final = get_args(CallStatus)
 _ABANDON_STATES: Final = ("cancelled", "failed")
 
@@ -150,8 +152,8 @@ class InMemorySessionStore:
         Raises:
             UsageError: a session with ``session_id`` already exists.
         """
-        session_id = _new_id() if session_id is None else _checked_id(session_id)
-        config_json = _dumps(config, "session config")
+        session_id = new_id() if session_id is None else checked_id(session_id)
+        config_json = dumps(config, "session config")
         with self._locked():
             if session_id in self._sessions:
                 raise UsageError(f"session {session_id!r} already exists")
@@ -160,8 +162,8 @@ class InMemorySessionStore:
 
     def ensure_session(self, session_id: str, title: str, config: dict[str, Any]) -> dict[str, Any]:
         """Create the session unless it exists (keeping its config); return it."""
-        session_id = _checked_id(session_id)
-        config_json = _dumps(config, "session config")
+        session_id = checked_id(session_id)
+        config_json = dumps(config, "session config")
         with self._locked():
             session = self._sessions.get(session_id)
             if session is None:
@@ -208,7 +210,7 @@ class InMemorySessionStore:
             session = self._session(session_id)
             if turn_index in session.turns:
                 raise UsageError(f"turn {turn_index} of session {session_id!r} already exists")
-            now = _now()
+            now = now_iso()
             session.turns[turn_index] = _Turn(user_message=user_message, started_at=now)
             session.updated_at = now
 
@@ -231,7 +233,7 @@ class InMemorySessionStore:
             turn = session.turns.get(turn_index)
             if turn is None:
                 raise UsageError(f"turn {turn_index} of session {session_id!r} was never started")
-            now = _now()
+            now = now_iso()
             turn.status, turn.wall_time_ms, turn.round_count = status, wall_time_ms, round_count
             turn.completed_at = session.updated_at = now
 
@@ -245,7 +247,7 @@ class InMemorySessionStore:
         self, session_id: str, turn_index: int, messages: list[ChatMessage]
     ) -> list[int]:
         """Append messages atomically; return their ``seq`` numbers."""
-        encoded = [_message_json(message) for message in messages]
+        encoded = [message_json(message) for message in messages]
         with self._locked():
             return _append(self._session(session_id), turn_index, encoded)
 
@@ -266,11 +268,11 @@ class InMemorySessionStore:
         self, session_id: str, turn_index: int | None, event: str, details: dict[str, Any]
     ) -> int:
         """Append one audit record; return its id (increasing, usable as an offset)."""
-        details_json = _dumps(details, f"audit {event!r} details")
+        details_json = dumps(details, f"audit {event!r} details")
         with self._locked():
             session = self._session(session_id)
             audit_id = next(self._audit_ids)
-            session.audits.append((audit_id, turn_index, event, details_json, _now()))
+            session.audits.append((audit_id, turn_index, event, details_json, now_iso()))
             return audit_id
 
     def append_audits(
@@ -278,12 +280,12 @@ class InMemorySessionStore:
     ) -> None:
         """Append ``(turn_index, event, details)`` records atomically."""
         encoded = [
-            (turn, event, _dumps(details, f"audit {event!r} details"))
+            (turn, event, dumps(details, f"audit {event!r} details"))
             for turn, event, details in records
         ]
         with self._locked():
             session = self._session(session_id)
-            now = _now()
+            now = now_iso()
             session.audits.extend(
                 (next(self._audit_ids), turn, event, details, now)
                 for turn, event, details in encoded
@@ -317,7 +319,7 @@ class InMemorySessionStore:
         encoded = [(metric.metric_key, metric.model_dump_json()) for metric in metrics]
         with self._locked():
             session = self._session(session_id)
-            now = _now()
+            now = now_iso()
             for key, metric_json in encoded:
                 created_at = session.metrics.get(key, ("", now))[1]
                 session.metrics[key] = (metric_json, created_at)
@@ -330,10 +332,11 @@ class InMemorySessionStore:
                 {**json.loads(metric_json), "created_at": created_at}
                 for metric_json, created_at in session.metrics.values()
             ]
-            turns = dict(
-                sorted((index, dataclasses.replace(turn)) for index, turn in session.turns.items())
-            )
-        return _summarize(calls, turns)
+            turns = {
+                index: (turn.status, turn.wall_time_ms, turn.round_count, turn.user_message)
+                for index, turn in sorted(session.turns.items())
+            }
+        return summarize(calls, turns)
 
     # --------------------------------------------------------- tool-batch journal
 
@@ -354,24 +357,24 @@ class InMemorySessionStore:
         Raises:
             UsageError: two events share an id.
         """
-        _check_unique_events(events)
+        check_unique_events(events)
         calls = [
-            _Call(event=_dumps(event.model_dump(), f"tool call {event.id!r}"), event_id=event.id)
+            _Call(event=dumps(event.model_dump(), f"tool call {event.id!r}"), event_id=event.id)
             for event in events
         ]
-        assistant_json = None if assistant is None else _message_json(assistant)
-        visible_json = [_message_json(message) for message in visible or []]
+        assistant_json = None if assistant is None else message_json(assistant)
+        visible_json = [message_json(message) for message in visible or []]
         with self._locked():
             session = self._session(session_id)
             batch = _Batch(
-                id=_new_id(),
+                id=new_id(),
                 session_id=session_id,
                 turn_index=turn_index,
                 round_index=round_index,
                 scope=scope,
                 mode=mode,
                 assistant=assistant_json,
-                created_at=_now(),
+                created_at=now_iso(),
                 calls=calls,
             )
             session.batches.append(batch)
@@ -390,13 +393,13 @@ class InMemorySessionStore:
         """
         if status not in _CALL_STATUSES:
             raise UsageError(f"call status must be one of {_CALL_STATUSES}, not {status!r}")
-        result_json = _message_json(result)
+        result_json = message_json(result)
         with self._locked():
             batch = self._pending_batch(batch_id, "record a result in")
             call = next((call for call in batch.calls if call.event_id == event_id), None)
             if call is None:
                 raise UsageError(f"tool batch {batch_id!r} has no call {event_id!r}")
-            call.state, call.result, call.landed_at = status, result_json, _now()
+            call.state, call.result, call.landed_at = status, result_json, now_iso()
 
     def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None:
         """Append ``messages`` to the visible transcript and mark the batch committed.
@@ -404,11 +407,11 @@ class InMemorySessionStore:
         Raises:
             UsageError: unknown batch, or the batch is no longer pending.
         """
-        encoded = [_message_json(message) for message in messages]
+        encoded = [message_json(message) for message in messages]
         with self._locked():
             batch = self._pending_batch(batch_id, "commit")
             _append(self._sessions[batch.session_id], batch.turn_index, encoded)
-            batch.state, batch.finished_at = "committed", _now()
+            batch.state, batch.finished_at = "committed", now_iso()
 
     def abandon_batch(self, batch_id: str, state: BatchState = "cancelled") -> None:
         """Mark a pending batch ``cancelled`` or ``failed``; its unfinished calls cancelled.
@@ -421,7 +424,7 @@ class InMemorySessionStore:
         with self._locked():
             batch = self._batch(batch_id)
             if batch.state == "pending":
-                _abandon(batch, state, _now())
+                _abandon(batch, state, now_iso())
 
     def list_batches(self, session_id: str) -> list[dict[str, Any]]:
         """Return the session's tool journal, oldest batch first, each with its calls."""
@@ -444,7 +447,7 @@ class InMemorySessionStore:
             SessionBusy: another runtime holds an unexpired claim.
             SessionNotFound: no session has that id.
         """
-        _check_positive(lease_seconds, "lease_seconds")
+        check_positive(lease_seconds, "lease_seconds")
         deadline = time.monotonic() + max(wait_seconds, 0.0)
         while True:
             token, holder = self._try_claim(session_id, owner, lease_seconds)
@@ -461,7 +464,7 @@ class InMemorySessionStore:
         Raises:
             SessionBusy: the token no longer holds the claim.
         """
-        _check_positive(lease_seconds, "lease_seconds")
+        check_positive(lease_seconds, "lease_seconds")
         with self._locked():
             session = self._session(session_id)
             claim = session.claim
@@ -484,11 +487,11 @@ class InMemorySessionStore:
             now = time.time()
             if session.claim is not None and session.claim.expires_at > now:
                 return None, session.claim.describe(now)
-            token = _new_id()
+            token = new_id()
             session.claim = _Claim(
                 token, owner, os.getpid(), socket.gethostname(), now + lease_seconds
             )
-            stamp = _now()
+            stamp = now_iso()
             for batch in session.batches:
                 if batch.state == "pending":
                     _abandon(batch, "cancelled", stamp)
@@ -510,8 +513,8 @@ class InMemorySessionStore:
         return session
 
     def _insert_session(self, session_id: str, title: str, config: str) -> _Session:
-        now = _now()
-        session = _Session(session_id, _fold_title(title), config, now, now)
+        now = now_iso()
+        session = _Session(session_id, session_title(title), config, now, now)
         self._sessions[session_id] = session
         return session
 
@@ -533,67 +536,9 @@ class InMemorySessionStore:
 # ---------------------------------------------------------------------- helpers
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def _new_id() -> str:
-    return uuid.uuid4().hex
-
-
-def _checked_id(session_id: str) -> str:
-    if not isinstance(session_id, str) or not session_id.strip():
-        raise UsageError(f"a session id must be a non-empty string, not {session_id!r}")
-    return session_id
-
-
-def _fold_title(title: str) -> str:
-    return " ".join(title.split())[:_TITLE_LIMIT]
-
-
-def _check_positive(value: float, name: str) -> None:
-    if not value > 0 or math.isinf(value):
-        raise UsageError(f"{name} must be a positive number of seconds, not {value!r}")
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def _dumps(value: object, what: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, default=_json_default)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{what} cannot be stored as JSON: {exc}") from exc
-
-
-def _message_json(message: ChatMessage) -> str:
-    return _dumps(message.model_dump(), f"{message.role} message")
-
-
 def _copy(value: dict[str, Any]) -> dict[str, Any]:
     copied: dict[str, Any] = json.loads(json.dumps(value))
     return copied
-
-
-def _check_unique_events(events: Sequence[ToolCallEvent]) -> None:
-    seen: set[str] = set()
-    for event in events:
-        if event.id in seen:
-            raise UsageError(f"tool call id {event.id!r} appears twice in one batch")
-        seen.add(event.id)
 
 
 def _session_dict(session: _Session) -> dict[str, Any]:
@@ -613,11 +558,11 @@ def _session_dict(session: _Session) -> dict[str, Any]:
 def _append(session: _Session, turn_index: int, encoded: list[str]) -> list[int]:
     if not encoded:
         return []
-    now = _now()
+    now = now_iso()
     first = session.messages[-1]["seq"] + 1 if session.messages else 1
     seqs = list(range(first, first + len(encoded)))
-    for seq, message_json in zip(seqs, encoded, strict=True):
-        message = json.loads(message_json)
+    for seq, encoded_message in zip(seqs, encoded, strict=True):
+        message = json.loads(encoded_message)
         session.messages.append(
             {"seq": seq, "turn_index": turn_index, **message, "created_at": now}
         )
@@ -625,27 +570,19 @@ def _append(session: _Session, turn_index: int, encoded: list[str]) -> list[int]
     return seqs
 
 
-def _rendered(
-    message_json: str, turn_index: int, created_at: str | None, state: str
-) -> dict[str, Any]:
-    return {
-        "seq": None,
-        "turn_index": turn_index,
-        **json.loads(message_json),
-        "created_at": created_at,
-        "state": state,
-    }
-
-
 def _uncommitted_messages(batches: Iterable[_Batch]) -> Iterator[dict[str, Any]]:
     for batch in batches:
         if batch.state == "committed":
             continue
         if batch.assistant is not None:
-            yield _rendered(batch.assistant, batch.turn_index, batch.created_at, batch.state)
+            yield rendered_journal_message(
+                batch.assistant, batch.turn_index, batch.created_at, batch.state
+            )
         for call in batch.calls:
             if call.result is not None:
-                yield _rendered(call.result, batch.turn_index, call.landed_at, batch.state)
+                yield rendered_journal_message(
+                    call.result, batch.turn_index, call.landed_at, batch.state
+                )
 
 
 def _abandon(batch: _Batch, state: str, now: str) -> None:
@@ -684,37 +621,3 @@ def _lost_claim_holder(claim: _Claim | None) -> str:
     if claim is None:
         return "nobody holds it now: the claim was released or taken over"
     return claim.describe(time.time())
-
-
-def _tally(calls: Iterable[dict[str, Any]]) -> dict[str, int]:
-    totals = dict.fromkeys((*_TOKEN_FIELDS, "model_calls", "tool_count", "fallback_count"), 0)
-    for call in calls:
-        for field in _TOKEN_FIELDS:
-            totals[field] += int(call[field])
-        totals["model_calls"] += call["call_kind"] in _MODEL_CALL_KINDS
-        totals["tool_count"] += call["call_kind"] == "tool_execution"
-        totals["fallback_count"] += call["call_kind"] == "argument_fallback"
-    return totals
-
-
-def _summarize(calls: list[dict[str, Any]], turns: dict[int, _Turn]) -> dict[str, Any]:
-    indexes = sorted(set(turns) | {call["turn_index"] for call in calls})
-    rows = []
-    for index in indexes:
-        turn = turns.get(index)
-        rows.append(
-            {
-                "turn_index": index,
-                "status": None if turn is None else turn.status,
-                "turn_wall_time_ms": None if turn is None else turn.wall_time_ms,
-                "round_count": None if turn is None else turn.round_count,
-                **_tally(call for call in calls if call["turn_index"] == index),
-                "user_message": None if turn is None else turn.user_message,
-            }
-        )
-    session = {
-        **_tally(calls),
-        "turn_count": len(turns),
-        "turn_wall_time_ms": sum(turn.wall_time_ms or 0 for turn in turns.values()),
-    }
-    return {"calls": calls, "turns": rows, "session": session}

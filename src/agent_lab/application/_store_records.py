@@ -1,0 +1,141 @@
+"""Rules and record shapes every ``SessionStore`` adapter shares.
+
+Ids, titles, JSON encoding of stored values, rendering of journal rows, and the
+``usage_summary`` arithmetic live here once, so the SQLite store and the in-memory store
+cannot drift apart. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import BaseModel
+
+from agent_lab.application._transcript import fold_title
+from agent_lab.domain.errors import UsageError
+from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.messages import ChatMessage
+
+TITLE_LIMIT: Final = 80
+MODEL_CALL_KINDS: Final = ("chat", "argument_fallback", "argument_generation")
+TOKEN_FIELDS: Final = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens")
+
+TurnFacts = tuple[Any, Any, Any, Any]
+"""A turn's ``(status, wall_time_ms, round_count, user_message)``."""
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def checked_id(session_id: str) -> str:
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise UsageError(f"a session id must be a non-empty string, not {session_id!r}")
+    return session_id
+
+
+def session_title(title: str) -> str:
+    return fold_title(title, TITLE_LIMIT)
+
+
+def check_positive(value: float, name: str) -> None:
+    if not value > 0 or math.isinf(value):
+        raise UsageError(f"{name} must be a positive number of seconds, not {value!r}")
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def dumps(value: object, what: str) -> str:
+    """JSON text of a stored value; a value JSON cannot hold is a ``UsageError``."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=_json_default)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{what} cannot be stored as JSON: {exc}") from exc
+
+
+def message_json(message: ChatMessage) -> str:
+    return dumps(message.model_dump(), f"{message.role} message")
+
+
+def check_unique_events(events: Sequence[ToolCallEvent]) -> None:
+    seen: set[str] = set()
+    for event in events:
+        if event.id in seen:
+            raise UsageError(f"tool call id {event.id!r} appears twice in one batch")
+        seen.add(event.id)
+
+
+def rendered_journal_message(
+    stored_json: str, turn_index: int, created_at: str | None, state: str
+) -> dict[str, Any]:
+    """A journal row shown as a message by ``list_messages(include_pending=True)``."""
+    message = json.loads(stored_json)
+    return {
+        "seq": None,
+        "turn_index": turn_index,
+        **{key: message[key] for key in ("role", "content", "name", "tool_call_id")},
+        "tool_calls": message["tool_calls"],
+        "created_at": created_at,
+        "state": state,
+    }
+
+
+def tally(calls: Iterable[dict[str, Any]]) -> dict[str, int]:
+    totals = dict.fromkeys((*TOKEN_FIELDS, "model_calls", "tool_count", "fallback_count"), 0)
+    for call in calls:
+        for field in TOKEN_FIELDS:
+            totals[field] += int(call[field])
+        totals["model_calls"] += call["call_kind"] in MODEL_CALL_KINDS
+        totals["tool_count"] += call["call_kind"] == "tool_execution"
+        totals["fallback_count"] += call["call_kind"] == "argument_fallback"
+    return totals
+
+
+def summarize(calls: list[dict[str, Any]], turns: Mapping[int, TurnFacts]) -> dict[str, Any]:
+    """``usage_summary``: the calls, per-turn totals and session totals (DESIGN.md §7)."""
+    indexes = sorted(set(turns) | {call["turn_index"] for call in calls})
+    rows = []
+    for index in indexes:
+        status, wall_time_ms, round_count, user_message = turns.get(index, (None, None, None, None))
+        rows.append(
+            {
+                "turn_index": index,
+                "status": status,
+                "turn_wall_time_ms": wall_time_ms,
+                "round_count": round_count,
+                **tally(call for call in calls if call["turn_index"] == index),
+                "user_message": user_message,
+            }
+        )
+    session = {
+        **tally(calls),
+        "turn_count": len(turns),
+        "turn_wall_time_ms": sum(facts[1] or 0 for facts in turns.values()),
+    }
+    return {"calls": calls, "turns": rows, "session": session}
