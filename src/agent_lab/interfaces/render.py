@@ -1,0 +1,283 @@
+"""Rich rendering of the output protocol (DESIGN.md §4) and of the lab's tables.
+
+``ConversationRenderer`` prints a live conversation: streamed assistant text, events,
+tool results, round-stats chips and, on request, the audit timeline.
+``JsonLinesWriter`` prints the same protocol as JSON lines. The ``*_table`` functions
+build the tables of ``demo``, ``compare`` and ``sessions``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import IO, Any
+
+import orjson
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+__all__ = [
+    "ConversationRenderer",
+    "JsonLinesWriter",
+    "audit_timeline_table",
+    "metric_table",
+    "round_chip",
+    "sessions_table",
+    "short",
+    "transcript_lines",
+    "turn_metrics_table",
+]
+
+_RESULT_PREVIEW = 110
+_ROLE_STYLES = {"user": "bold cyan", "assistant": "bold green", "tool": "magenta", "system": "dim"}
+
+
+def short(text: str, limit: int = _RESULT_PREVIEW) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def round_chip(message: Mapping[str, Any]) -> Text:
+    """The one-line stats chip of a ``round_stats`` message."""
+    ttft = message.get("ttft_ms")
+    parts = [
+        f"round {message.get('round_index')}",
+        f"TTFT {ttft} ms" if ttft is not None else "no text",
+        f"{message.get('elapsed_ms')} ms",
+        f"{message.get('total_tokens', 0)} tok ({message.get('cached_tokens', 0)} cached)",
+    ]
+    if message.get("had_event"):
+        parts.append("tools")
+    return Text("  [" + " · ".join(parts) + "]", style="dim")
+
+
+class ConversationRenderer:
+    """Prints output-protocol messages as they arrive.
+
+    Args:
+        console: Where to print (usually stdout).
+        show_audits: Also print one dim line per ``audit`` message.
+        show_stats: Print the round-stats chip after every round.
+
+    ``error`` messages are left to the caller, which decides where they go.
+    """
+
+    def __init__(
+        self, console: Console, *, show_audits: bool = False, show_stats: bool = True
+    ) -> None:
+        self.console = console
+        self.show_audits = show_audits
+        self.show_stats = show_stats
+        self._line_open = False
+
+    def render(self, message: Mapping[str, Any]) -> None:
+        """Print one output message."""
+        kind = message.get("type")
+        if kind == "message_delta":
+            self._delta(str(message.get("content", "")))
+            return
+        handler = _HANDLERS.get(str(kind))
+        if handler is not None:
+            self.end_line()
+            handler(self, message)
+
+    def user(self, text: str) -> None:
+        """Print a user message, as the chat echo of a turn."""
+        self.end_line()
+        self.console.print(Text.assemble(("you› ", "bold cyan"), text))
+
+    def note(self, text: str, style: str = "dim") -> None:
+        """Print a one-line remark in the conversation (e.g. ``turn cancelled``)."""
+        self.end_line()
+        self.console.print(Text(text, style=style))
+
+    def end_line(self) -> None:
+        """Finish the assistant line being streamed, if any."""
+        if self._line_open:
+            self.console.print()
+            self._line_open = False
+
+    def _delta(self, content: str) -> None:
+        if not content:
+            return
+        if not self._line_open:
+            self.console.print(Text("assistant› ", style="bold green"), end="")
+            self._line_open = True
+        self.console.print(Text(content), end="")
+
+    def _event(self, message: Mapping[str, Any]) -> None:
+        event = message.get("event") or {}
+        arguments = event.get("arguments") or {}
+        shown = f" {short(json.dumps(arguments, ensure_ascii=False))}" if arguments else ""
+        self.console.print(Text(f"  ⚡ event {event.get('name')}{shown}", style="cyan"))
+
+    def _tool_result(self, message: Mapping[str, Any]) -> None:
+        result = message.get("message") or {}
+        content = str(result.get("content") or "")
+        style = "red" if '"error"' in content else "magenta"
+        self.console.print(Text(f"  ↳ {result.get('name')}: {short(content)}", style=style))
+
+    def _round_stats(self, message: Mapping[str, Any]) -> None:
+        if self.show_stats:
+            self.console.print(round_chip(message))
+
+    def _session_started(self, message: Mapping[str, Any]) -> None:
+        if message.get("session_id"):
+            self.console.print(Text(f"session {message['session_id']}", style="dim"))
+
+    def _audit(self, message: Mapping[str, Any]) -> None:
+        if not self.show_audits:
+            return
+        details = message.get("details") or {}
+        elapsed = details.get("turn_elapsed_ms")
+        self.console.print(Text(f"  · +{elapsed} ms {message.get('event')}", style="dim blue"))
+
+    def _ignore(self, message: Mapping[str, Any]) -> None:
+        return
+
+
+_HANDLERS = {
+    "event": ConversationRenderer._event,
+    "tool_result": ConversationRenderer._tool_result,
+    "round_stats": ConversationRenderer._round_stats,
+    "session_started": ConversationRenderer._session_started,
+    "audit": ConversationRenderer._audit,
+    "turn_started": ConversationRenderer._ignore,
+    "turn_completed": ConversationRenderer._ignore,
+    "done": ConversationRenderer._ignore,
+}
+
+
+class JsonLinesWriter:
+    """Writes output-protocol messages as JSON lines (audits only when asked)."""
+
+    def __init__(self, stream: IO[str], *, audits: bool = False) -> None:
+        self.stream = stream
+        self.audits = audits
+
+    def render(self, message: Mapping[str, Any]) -> None:
+        """Write one message as a line, unless it is an audit nobody asked for."""
+        if message.get("type") == "audit" and not self.audits:
+            return
+        self.stream.write(orjson.dumps(message, default=str).decode() + "\n")
+        self.stream.flush()
+
+
+def metric_table(
+    title: str, columns: Sequence[str], rows: Iterable[tuple[str, Sequence[str]]]
+) -> Table:
+    """A table with a metric name column and one right-aligned column per ``columns``."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric", style="bold")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for name, values in rows:
+        table.add_row(name, *values)
+    return table
+
+
+def sessions_table(sessions: Sequence[Mapping[str, Any]]) -> Table:
+    """The ``sessions list`` table, newest first."""
+    table = Table(title="sessions", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("id", no_wrap=True, min_width=32)
+    table.add_column("title", no_wrap=True, overflow="ellipsis", ratio=1, min_width=12)
+    table.add_column("mode", no_wrap=True, min_width=10)
+    table.add_column("turns", justify="right", min_width=5)
+    table.add_column("updated", no_wrap=True, min_width=16)
+    for session in sessions:
+        table.add_row(
+            str(session["id"]),
+            str(session.get("title") or ""),
+            str(session.get("mode") or ""),
+            str(session.get("turn_count", "")),
+            str(session.get("updated_at") or "")[:16].replace("T", " "),
+        )
+    return table
+
+
+def transcript_lines(messages: Sequence[Mapping[str, Any]]) -> list[Text]:
+    """One line per persisted message: turn, role and content (tool calls named)."""
+    lines = []
+    for message in messages:
+        role = str(message.get("role"))
+        body = str(message.get("content") or "")
+        calls = message.get("tool_calls") or []
+        if calls:
+            body += " " + " ".join(f"→{call.get('name')}" for call in calls)
+        if role == "tool":
+            body = f"{message.get('name')}: {short(body)}"
+        label = f"[{message.get('turn_index')}] {role:9}"
+        lines.append(Text.assemble((label, _ROLE_STYLES.get(role, "")), " ", body))
+    return lines
+
+
+def turn_metrics_table(summary: Mapping[str, Any]) -> Table:
+    """Per-turn metrics from ``usage_summary`` (with provider TTFT of the first call)."""
+    first_ttft = _first_chat_ttft(summary.get("calls") or [])
+    table = Table(title="turns", title_justify="left")
+    columns = ("turn", "status", "rounds", "TTFT ms", "wall ms", "model calls")
+    for column in (*columns, "fallbacks", "tools", "tokens (cached)"):
+        table.add_column(column, justify="right" if column not in ("status",) else "left")
+    for turn in summary.get("turns") or []:
+        ttft = first_ttft.get(turn["turn_index"])
+        table.add_row(
+            str(turn["turn_index"]),
+            str(turn.get("status") or ""),
+            _text(turn.get("round_count")),
+            _text(ttft),
+            _text(turn.get("turn_wall_time_ms")),
+            str(turn.get("model_calls", 0)),
+            str(turn.get("fallback_count", 0)),
+            str(turn.get("tool_count", 0)),
+            f"{turn.get('total_tokens', 0)} ({turn.get('cached_tokens', 0)})",
+        )
+    return table
+
+
+def audit_timeline_table(audits: Sequence[Mapping[str, Any]]) -> Table:
+    """The audit timeline: turn, turn-relative milliseconds, event and a short detail."""
+    table = Table(title="audit timeline", title_justify="left")
+    table.add_column("turn", justify="right")
+    table.add_column("+ms", justify="right")
+    table.add_column("event")
+    table.add_column("details", style="dim")
+    for audit in audits:
+        details = audit.get("details") or {}
+        table.add_row(
+            _text(audit.get("turn_index")),
+            _text(details.get("turn_elapsed_ms")),
+            str(audit.get("event")),
+            _audit_detail(details),
+        )
+    return table
+
+
+def _audit_detail(details: Mapping[str, Any]) -> str:
+    parts = []
+    if "round_index" in details:
+        parts.append(f"round {details['round_index']}")
+    names = details.get("event_names")
+    if names:
+        parts.append(", ".join(str(name) for name in names))
+    event = details.get("event")
+    if isinstance(event, dict) and event.get("name"):
+        parts.append(str(event["name"]))
+    for key in ("status", "result_count", "round_count"):
+        if key in details:
+            parts.append(f"{key}={details[key]}")
+    return " · ".join(parts)
+
+
+def _first_chat_ttft(calls: Iterable[Mapping[str, Any]]) -> dict[int, int | None]:
+    found: dict[int, int | None] = {}
+    for call in calls:
+        if call.get("call_kind") == "chat" and call.get("round_index") == 1:
+            found[int(call["turn_index"])] = call.get("ttft_ms")
+    return found
+
+
+def _text(value: object) -> str:
+    return "–" if value is None else str(value)

@@ -1,0 +1,97 @@
+"""``agent-lab compare``: both modes, N times, a table and a written report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_helpers import Invoke
+
+SCENARIO = """
+name = "mini"
+description = "Two turns."
+turns = ["Turn the volume down to 10.", { user = "Take a note that the tests passed." }]
+tools = ["device.volume.adjust", "handoff_note", "session.terminate"]
+
+[overrides.chat_agent_tools]
+max_event_loops = 2
+system_prompts = ["You are terse."]
+
+[simulated]
+ttft_ms = 1000
+tokens_per_second = 5
+"""
+
+
+def test_compare_bundled_demo_writes_markdown_and_html_with_a_plot(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    out = tmp_path / "reports"
+
+    result = cli("compare", "demo", "--repeat", "2", "--out", str(out))
+
+    assert result.exit_code == 0, result.stderr
+    for label in ("visible TTFT", "provider TTFT", "turn wall time", "fallbacks", "tools"):
+        assert label in result.stdout
+    [markdown] = out.glob("compare-demo-*.md")
+    [page] = out.glob("compare-demo-*.html")
+    assert "| visible TTFT (ms) |" in markdown.read_text()
+    assert "-latency.svg)" in markdown.read_text()
+    html = page.read_text()
+    assert "<svg" in html and "<table>" in html
+    assert html.count("<li><code>") == 4  # 2 repetitions x 2 modes
+
+
+def test_compare_a_scenario_file_with_overrides_writes_next_to_the_database(
+    cli: Invoke, tmp_path: Path, home: Path
+) -> None:
+    scenario = tmp_path / "mini.toml"
+    scenario.write_text(SCENARIO, encoding="utf-8")
+
+    result = cli("compare", str(scenario), "--fast")
+
+    assert result.exit_code == 0, result.stderr
+    assert list((home / "reports").glob("compare-mini-*.html"))
+
+
+def test_compare_with_bad_toml_is_one_usage_line(cli: Invoke, tmp_path: Path) -> None:
+    scenario = tmp_path / "broken.toml"
+    scenario.write_text("turns = [\n", encoding="utf-8")
+
+    result = cli("compare", str(scenario))
+
+    assert result.exit_code == 2
+    assert len(result.error_lines) == 1 and "not valid TOML" in result.stderr
+
+
+def test_compare_with_an_unknown_scenario_lists_the_bundled_ones(cli: Invoke) -> None:
+    result = cli("compare", "no-such-scenario")
+
+    assert result.exit_code == 2
+    assert len(result.error_lines) == 1 and "demo" in result.stderr
+
+
+def test_compare_with_an_unknown_tool_is_a_usage_error(cli: Invoke, tmp_path: Path) -> None:
+    scenario = tmp_path / "tools.toml"
+    scenario.write_text('turns = ["hi"]\ntools = ["no.such.tool"]\n', encoding="utf-8")
+
+    result = cli("compare", str(scenario))
+
+    assert result.exit_code == 2
+    assert len(result.error_lines) == 1 and "no.such.tool" in result.stderr
+
+
+def test_compare_with_invalid_fields_is_a_usage_error(cli: Invoke, tmp_path: Path) -> None:
+    scenario = tmp_path / "fields.toml"
+    scenario.write_text('turns = []\nmodes = ["triple"]\n', encoding="utf-8")
+
+    result = cli("compare", str(scenario))
+
+    assert result.exit_code == 2
+    assert len(result.error_lines) == 1 and "turns" in result.stderr
+
+
+def test_compare_in_a_real_process(cli_process: Invoke, tmp_path: Path) -> None:
+    result = cli_process("compare", "multi-tool", "--out", str(tmp_path))
+
+    assert result.exit_code == 0, result.stderr
+    assert list(tmp_path.glob("*.html")) and list(tmp_path.glob("*.svg"))
