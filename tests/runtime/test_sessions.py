@@ -131,7 +131,7 @@ async def test_session_survives_a_provider_failure_and_answers_the_next_turn() -
     assert error["type"] == "error"
     assert "503" in error["message"] and "upstream overloaded" in error["message"]
     assert "Traceback" not in error["message"]
-    assert error["failure_reason"] == "provider_error"
+    assert error["failure_reason"] == "provider_error:http_503"
     assert second[-1]["type"] == "turn_completed"
     assert deltas(second) == ["back again"]
     transcript = client.calls[1].messages

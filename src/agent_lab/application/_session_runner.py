@@ -15,6 +15,7 @@ from agent_lab.application import _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._persistence import SessionRecorder
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
+from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application._transcript import fold_title, persisted_call_ids, restore_history
 from agent_lab.application._turn import EngineDeps, TurnEngine, as_user_message
 from agent_lab.application.contracts import DebugRunRequest
@@ -80,7 +81,7 @@ class SessionRunner:
         finally:
             await self._stop_event_agent()
             if session.recorder is not None:
-                await asyncio.shield(session.recorder.close())
+                await finish_even_if_cancelled(session.recorder.close())
 
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress, if any; the session goes on."""

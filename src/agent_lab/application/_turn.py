@@ -26,6 +26,7 @@ from agent_lab.application._session_state import (
     TurnOutcome,
     TurnState,
 )
+from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application._transcript import chat_request_messages
 from agent_lab.application.events import EventBatchExecutor
 from agent_lab.application.ports import ChatClient
@@ -100,7 +101,7 @@ class TurnEngine:
     async def _abandon_open_batch(self, turn: TurnState) -> None:
         batch_id, turn.open_batch = turn.open_batch, None
         if batch_id is not None and self.session.recorder is not None:
-            await asyncio.shield(self.session.recorder.abandon_batch(batch_id))
+            await finish_even_if_cancelled(self.session.recorder.abandon_batch(batch_id))
 
     async def _run_round(self, turn: TurnState) -> RoundStep:
         turn.round_index += 1
@@ -334,8 +335,14 @@ def as_user_message(item: Any) -> ChatMessage | None:
 def _failure_reason(exc: AgentLabError) -> str:
     from agent_lab.domain import errors
 
+    if isinstance(exc, errors.ProviderHTTPError):
+        return f"provider_error:http_{exc.status}"
+    if isinstance(exc, errors.ProviderConnectionError):
+        return "provider_error:unreachable"
+    if isinstance(exc, errors.ProviderTimeout):
+        return "provider_error:timeout"
     if isinstance(exc, errors.ProviderError):
-        return "provider_error"
+        return "provider_error:protocol"
     if isinstance(exc, errors.ModelBehaviorError):
         return "protocol_error"
     if isinstance(exc, errors.StoreError):

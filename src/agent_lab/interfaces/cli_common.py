@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -39,10 +38,6 @@ EXIT_INTERRUPTED = 130
 FAST_ENV = "AGENT_LAB_SIM_FAST"
 _PIPE_WIDTH = 120
 MODES: tuple[ToolInvocationMode, ...] = ("dual_agent", "chat_agent_tools")
-
-_REJECTED = re.compile(r"provider returned HTTP (401|403)\b")
-_NOT_FOUND = re.compile(r"provider returned HTTP 404\b")
-_UNREACHABLE = re.compile(r"^cannot reach the provider at ")
 
 
 class ModeChoice(StrEnum):
@@ -105,14 +100,10 @@ def run_failure(message: Mapping[str, Any]) -> tuple[int, str]:
         return EXIT_INTERRUPTED, "turn cancelled"
     if message.get("failure_reason") == "session_busy":
         return EXIT_USAGE, text
-    if message.get("failure_reason") != "provider_error":
-        return EXIT_RUN_FAILED, text
-    rejected = _REJECTED.search(text)
-    if rejected:
-        return _http_failure(int(rejected.group(1)), text)
-    if _NOT_FOUND.search(text):
-        return _http_failure(404, text)
-    if _UNREACHABLE.search(text):
+    reason = str(message.get("failure_reason") or "")
+    if reason.startswith("provider_error:http_"):
+        return _http_failure(int(reason.removeprefix("provider_error:http_")), text)
+    if reason == "provider_error:unreachable":
         return EXIT_USAGE, f"{text} (check --base-url or OPENAI_BASE_URL)"
     return EXIT_RUN_FAILED, text
 

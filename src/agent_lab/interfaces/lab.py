@@ -48,8 +48,12 @@ class Lab:
 
     @property
     def registry(self) -> ToolRegistry:
+        """The given registry, else the built-in tools keeping state in the lab's home."""
         if self._registry is None:
-            self._registry = build_default_tool_registry()
+            from agent_lab.infrastructure.builtin_backends import local_backends
+
+            backends = local_backends(self.settings.lab_home())
+            self._registry = build_default_tool_registry(backends)
         return self._registry
 
     @property
@@ -96,7 +100,8 @@ class Lab:
                 tokens_per_second=self.settings.simulated_tokens_per_second,
             )
             server = SimulatedProviderServer(SimulatedProvider(latency))
-            await self._stack.enter_async_context(server)
+            # its own thread: served from this loop, each first byte waits ~40 ms
+            await asyncio.to_thread(self._stack.enter_context, server)
             self.base_url = server.base_url
         elif self.settings.local:
             from agent_lab.infrastructure.local_llm import LocalModelServer
