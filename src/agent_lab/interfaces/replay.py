@@ -6,7 +6,8 @@ agent's forced calls. ``ReplayTransport`` serves them over an ``httpx`` transpor
 the real ``OpenAICompatibleChatClient``, so they go through the same request building,
 tool-name aliasing, SSE decoding and chunk parsing as a live run. Chunks are paced
 with the recorded per-call timing (time to first chunk, then the rest of the call's
-latency spread evenly), scaled by ``speed``.
+latency spread evenly for recordings older than the per-chunk arrival offsets),
+scaled by ``speed``.
 
 The replay never touches the original session: it runs in a temporary database with
 the same session id, and the tools run for real on a fresh, temporary data directory.
@@ -70,6 +71,8 @@ class RecordedCall:
     """Event calls: the provider function name the chunks call."""
     ttft_ms: int | None = None
     latency_ms: int | None = None
+    offsets_ms: list[float] | None = None
+    """When each chunk arrived after the request, as recorded (exact pacing)."""
 
 
 @dataclass(frozen=True)
@@ -141,17 +144,29 @@ def _recorded_calls(
         if audit.get("event") == "chat_agent_response":
             ttft, latency = timing.get(f"chat:{turn}:{round_index}", (None, None))
             chunks = list(details.get("raw_chunks") or [])
-            chat.append(RecordedCall("chat", turn, round_index, chunks, None, ttft, latency))
+            offsets = _offsets(details.get("raw_chunk_offsets_ms"), chunks)
+            chat.append(
+                RecordedCall("chat", turn, round_index, chunks, None, ttft, latency, offsets)
+            )
         elif audit.get("event") == "event_agent_response":
             for entry in details.get("raw_model_chunks") or []:
                 if entry.get("chunks"):
                     ttft, latency = timing.get(f"event:{entry.get('event_id')}", (None, None))
                     chunks = list(entry["chunks"])
                     function = _called_function(chunks)
+                    offsets = _offsets(entry.get("chunk_offsets_ms"), chunks)
                     event.append(
-                        RecordedCall("event", turn, round_index, chunks, function, ttft, latency)
+                        RecordedCall(
+                            "event", turn, round_index, chunks, function, ttft, latency, offsets
+                        )
                     )
     return chat, event
+
+
+def _offsets(recorded: Any, chunks: Sequence[Any]) -> list[float] | None:
+    if isinstance(recorded, list) and len(recorded) == len(chunks):
+        return [float(value) for value in recorded]
+    return None  # recorded before arrival offsets were kept: pace from the metrics
 
 
 def _called_function(chunks: Iterable[Mapping[str, Any]]) -> str | None:
@@ -181,13 +196,20 @@ class _PacedStream(httpx.AsyncByteStream):
 
 
 def pacing(call: RecordedCall, speed: float) -> list[float]:
-    """Seconds to wait before each chunk: the recorded TTFT, then the rest spread evenly.
+    """Seconds to wait before each chunk: the recorded gaps between chunk arrivals, or
+    (for older recordings) the recorded TTFT, then the rest spread evenly.
 
     ``speed`` divides every delay; ``0`` replays without waiting.
     """
     count = len(call.chunks)
     if speed <= 0 or count == 0:
         return [0.0] * count
+    if call.offsets_ms is not None:
+        previous = [0.0, *call.offsets_ms[:-1]]
+        return [
+            max(0.0, now - before) / 1000 / speed
+            for now, before in zip(call.offsets_ms, previous, strict=True)
+        ]
     ttft = (call.ttft_ms or 0) / 1000
     rest = max(0.0, ((call.latency_ms or 0) / 1000) - ttft)
     step = rest / (count - 1) if count > 1 else 0.0
