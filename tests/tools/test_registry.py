@@ -371,3 +371,22 @@ async def test_resolver_that_raises_or_returns_a_non_dict_resolves_nothing() -> 
 
     assert await registry.resolve_arguments(call("broken"), context) is None
     assert await registry.resolve_arguments(call("odd"), context) is None
+
+
+@pytest.mark.asyncio
+async def test_an_unhashable_callable_object_is_a_valid_handler() -> None:
+    class Handler:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __call__(self, event: ToolCallEvent) -> dict[str, Any]:
+            return {"tool": event.name, "ok": True}
+
+    registry = ToolRegistry(
+        [
+            ToolDefinition(
+                name="obj", description="d", parameters={"type": "object"}, handler=Handler()
+            )
+        ]
+    )
+    payload = await registry.execute_async(ToolCallEvent(id="1", name="obj"))
+    assert payload == {"tool": "obj", "ok": True}

@@ -18,6 +18,8 @@ from agent_lab.domain.messages import ChatMessage, StreamItemKind
 class ChatRoundRequest:
     round_index: int
     messages: list[ChatMessage]
+    message_dumps: list[dict[str, Any]]
+    """The same messages dumped, for the request audit."""
     tools: list[dict[str, Any]]
     params: AgentParams
     accepted_kind: StreamItemKind | None
@@ -71,7 +73,7 @@ async def stream_round(
             await output.put({"type": "message_delta", "content": item.content})
         elif kind == "raw_chunk":
             if item.chunk is not None:
-                call.add_chunk(item.chunk)
+                call.add_chunk(item.chunk, item.raw_json)
         elif kind == "usage":
             if item.usage is not None:
                 call.usage = item.usage

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,15 +21,22 @@ class ModelCall:
     usage: TokenUsage | None = None
     ttft_ms: int | None = None
     latency_ms: int | None = None
-    raw_chunks: list[dict[str, Any]] = field(default_factory=list)
     chunk_offsets_ms: list[float] = field(default_factory=list)
     """When each raw chunk arrived, in ms after the request (wall clock, for replay
     pacing only; metrics use the injected clock)."""
     sent_at: float = field(default_factory=time.perf_counter)
+    _chunks: list[bytes | dict[str, Any]] = field(default_factory=list)
 
-    def add_chunk(self, chunk: dict[str, Any]) -> None:
-        self.raw_chunks.append(chunk)
+    def add_chunk(self, chunk: dict[str, Any], raw_json: bytes | None = None) -> None:
+        # Kept as JSON bytes when the client gave them: thousands of live chunk dicts
+        # per session would make every full garbage collection scan them.
+        self._chunks.append(raw_json if raw_json is not None else chunk)
         self.chunk_offsets_ms.append(round((time.perf_counter() - self.sent_at) * 1000, 3))
+
+    @property
+    def raw_chunks(self) -> list[dict[str, Any]]:
+        """The chunks as dicts, exactly as the provider sent them."""
+        return [json.loads(c) if isinstance(c, bytes) else c for c in self._chunks]
 
 
 def chat_metric(

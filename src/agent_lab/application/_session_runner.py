@@ -16,7 +16,12 @@ from agent_lab.application._audit import Auditor
 from agent_lab.application._persistence import SessionRecorder
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
-from agent_lab.application._transcript import fold_title, persisted_call_ids, restore_history
+from agent_lab.application._transcript import (
+    History,
+    fold_title,
+    persisted_call_ids,
+    restore_history,
+)
 from agent_lab.application._turn import EngineDeps, TurnEngine, as_user_message
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.event_agent import EventAgent
@@ -97,7 +102,7 @@ class SessionRunner:
                 request=request,
                 session_id=None,
                 scope_prefix=f"run-{uuid.uuid4().hex[:12]}",
-                history=[],
+                history=History(),
                 seen_call_ids=set(),
                 next_turn_index=1,
                 recorder=None,
@@ -120,7 +125,7 @@ class SessionRunner:
             request=request,
             session_id=session_id,
             scope_prefix=session_id,
-            history=restore_history(stored.records, request.tool_invocation_mode),
+            history=History(restore_history(stored.records, request.tool_invocation_mode)),
             seen_call_ids=persisted_call_ids(stored.records),
             next_turn_index=stored.next_turn_index,
             recorder=recorder,

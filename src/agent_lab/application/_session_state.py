@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent_lab.application._persistence import SessionRecorder
+from agent_lab.application._transcript import History
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.session_store import CallMetric
-from agent_lab.domain.messages import ChatMessage
 
 TurnStatus = Literal["completed", "terminated", "failed", "cancelled"]
 RoundStep = Literal["continue", "finish", "terminate"]
@@ -21,7 +21,7 @@ class SessionState:
     session_id: str | None
     """The persisted id; ``None`` when no store is attached."""
     scope_prefix: str
-    history: list[ChatMessage]
+    history: History
     """Everything after the pre-messages that the chat agent will see again."""
     seen_call_ids: set[str]
     next_turn_index: int

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
@@ -13,6 +14,41 @@ EVENT_AGENT_NAME = "event_agent"
 RESULTS_HEADER = "EventAgent results:\n"
 
 
+class History:
+    """The conversation after the pre-messages, append-only, with each message's dump
+    made once (request audits list every message sent, every round)."""
+
+    def __init__(self, messages: Iterable[ChatMessage] = ()) -> None:
+        self.messages: list[ChatMessage] = []
+        self.dumps: list[dict[str, Any]] = []
+        self.extend(messages)
+
+    def append(self, message: ChatMessage) -> None:
+        self.messages.append(message)
+        self.dumps.append(message.model_dump())
+
+    def extend(self, messages: Iterable[ChatMessage]) -> None:
+        for message in messages:
+            self.append(message)
+
+    def __iter__(self) -> Iterator[ChatMessage]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __getitem__(self, index: int) -> ChatMessage:
+        return self.messages[index]
+
+
+@dataclass(frozen=True)
+class ChatRequestMessages:
+    """The messages of one chat call, and their dumps for the request audit."""
+
+    messages: list[ChatMessage]
+    dumps: list[dict[str, Any]]
+
+
 def system_messages(request: DebugRunRequest) -> list[ChatMessage]:
     prompts = [*request.system_prompts]
     if request.chat_agent.system_prompt:
@@ -21,18 +57,20 @@ def system_messages(request: DebugRunRequest) -> list[ChatMessage]:
 
 
 def chat_request_messages(
-    request: DebugRunRequest, history: Sequence[ChatMessage], catalog: str | None
-) -> list[ChatMessage]:
+    request: DebugRunRequest, history: History, catalog: str | None
+) -> ChatRequestMessages:
     """System prompts, the catalog after the leading system messages, pre-messages, history."""
-    messages = [*system_messages(request), *request.pre_messages, *history]
-    if catalog is None:
-        return messages
-    position = next(
-        (index for index, message in enumerate(messages) if message.role != "system"),
-        len(messages),
+    leading = [*system_messages(request), *request.pre_messages]
+    if catalog is not None:
+        position = next(
+            (index for index, message in enumerate(leading) if message.role != "system"),
+            len(leading),
+        )
+        leading.insert(position, ChatMessage(role="system", content=catalog))
+    return ChatRequestMessages(
+        messages=[*leading, *history.messages],
+        dumps=[*(message.model_dump() for message in leading), *history.dumps],
     )
-    messages.insert(position, ChatMessage(role="system", content=catalog))
-    return messages
 
 
 def event_agent_history(

@@ -229,7 +229,7 @@ class TurnEngine:
             return "terminate"
         if decision.llm_follow_up:
             return "continue"
-        last = self.session.history[-1] if self.session.history else None
+        last = self.session.history[-1] if len(self.session.history) else None
         if self.session.one_shot and last is not None and last.role == "user":
             return "continue"  # the user spoke while the tools ran
         return "finish"
@@ -269,9 +269,11 @@ class TurnEngine:
         accepted: StreamItemKind | None = None
         if offered:
             accepted = "text_event" if dual else "provider_tool_call"
+        sent = chat_request_messages(request, self.session.history, catalog)
         return ChatRoundRequest(
             round_index=turn.round_index,
-            messages=chat_request_messages(request, self.session.history, catalog),
+            messages=sent.messages,
+            message_dumps=sent.dumps,
             tools=[] if dual else self.deps.registry.provider_tool_schemas(offered),
             params=request.chat_agent,
             accepted_kind=accepted,
@@ -301,7 +303,7 @@ class TurnEngine:
             "tool_invocation_mode": self.session.mode,
             "params": request.params.model_dump(mode="json"),
             "tools": request.tools,
-            "messages": [message.model_dump() for message in request.messages],
+            "messages": request.message_dumps,
         }
 
     def _response_details(self, turn: TurnState, streamed: StreamedRound) -> dict[str, Any]:

@@ -236,7 +236,7 @@ class EventAgent:
                 if call.ttft_ms is None:
                     call.ttft_ms = elapsed_ms(started, self._clock())
                 if item.kind == "raw_chunk" and item.chunk is not None:
-                    call.add_chunk(item.chunk)
+                    call.add_chunk(item.chunk, item.raw_json)
                 elif item.kind == "usage":
                     call.usage = item.usage
                 elif item.kind == "provider_tool_call" and item.tool_call is not None:

@@ -8,9 +8,11 @@ failure is ``{"tool": name, "error": "unknown tool" | "tool disabled" |
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -247,12 +249,12 @@ async def _with_timeout(
 async def _call_handler(
     handler: ToolHandler, event: ToolCallEvent, context: ToolExecutionContext
 ) -> Any:
-    args: tuple[Any, ...] = (event, context) if _wants_context(handler) else (event,)
-    if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
-    ):
+    wants_context, is_async = _handler_shape(handler)
+    args: tuple[Any, ...] = (event, context) if wants_context else (event,)
+    if is_async:
         return await handler(*args)
-    result = await asyncio.to_thread(handler, *args)
+    loop = asyncio.get_running_loop()
+    result = await loop.run_in_executor(_tool_threads(), functools.partial(handler, *args))
     if inspect.isawaitable(result):
         return await result
     return result
@@ -265,17 +267,40 @@ async def _call(function: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
-def _wants_context(handler: ToolHandler) -> bool:
+def _handler_shape(handler: ToolHandler) -> tuple[bool, bool]:
+    """Whether the handler takes the context, and whether it is async."""
+    try:
+        return _cached_shape(handler)
+    except TypeError:  # an unhashable callable object
+        return _inspect_shape(handler)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_shape(handler: ToolHandler) -> tuple[bool, bool]:
+    return _inspect_shape(handler)
+
+
+def _inspect_shape(handler: ToolHandler) -> tuple[bool, bool]:
+    is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
+    )
     try:
         parameters = inspect.signature(handler).parameters.values()
     except (TypeError, ValueError):
-        return False
+        return False, is_async
     positional = [
         p
         for p in parameters
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
     ]
-    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional)
+    wants = len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional)
+    return wants, is_async
+
+
+@functools.cache
+def _tool_threads() -> ThreadPoolExecutor:
+    """Sync handlers run here: enough threads for several full batches at once."""
+    return ThreadPoolExecutor(max_workers=64, thread_name_prefix="agent-lab-tool")
 
 
 def build_default_tool_registry(

@@ -61,11 +61,14 @@ class StreamItem:
     tool_call: ToolCallEvent | None = None
     usage: TokenUsage | None = None
     chunk: dict[str, Any] | None = None
+    raw_json: bytes | None = None
+    """``raw_chunk`` items from a wire client: the chunk's JSON text, so a consumer that
+    keeps chunks for later can hold bytes rather than many small objects."""
 
     @classmethod
-    def raw_response_chunk(cls, chunk: dict[str, Any]) -> StreamItem:
+    def raw_response_chunk(cls, chunk: dict[str, Any], raw_json: bytes | None = None) -> StreamItem:
         """The provider's chunk as a plain dict, exactly as it was sent."""
-        return cls("raw_chunk", chunk=chunk)
+        return cls("raw_chunk", chunk=chunk, raw_json=raw_json)
 
     @classmethod
     def message_delta(cls, content: str) -> StreamItem:

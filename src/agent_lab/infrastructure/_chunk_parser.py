@@ -107,7 +107,7 @@ class ChunkStream:
         chunk = _load(data)
         if event.event == "error" or chunk.get("error") or chunk.get("object") == "error":
             raise ProviderProtocolError(f"the provider reported an error: {_error_text(chunk)}")
-        items.append(StreamItem.raw_response_chunk(chunk))
+        items.append(StreamItem.raw_response_chunk(chunk, data))
         choices = chunk.get("choices")
         if choices and isinstance(choices, list):
             for choice in choices:
