@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import count
 from pathlib import Path
+from typing import Any
 
 import orjson
 from openai.types.chat import ChatCompletionChunk
@@ -210,6 +211,32 @@ def write(section: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     RESULTS.write_text(text, encoding="utf-8")
+
+
+def suite_run(quick: bool = False) -> Any:
+    """The suite's entry point (``python -m bench --only chunk_parse``); same sizes in quick."""
+    from bench._common import Check, Report
+
+    rows = measure()
+    skipped = (SECTION_START, SECTION_END, "## ", "Command:", "Machine:")
+    body = [line for line in report(rows).split("\n") if not line.startswith(skipped)]
+    realistic = [row for row in rows if "1-byte" not in row[0] and "comparison" not in row[0]]
+    worst = max(realistic, key=lambda row: row[3])
+    check = Check(
+        "chunk parse",
+        f"parser µs per chunk, worst realistic case ({worst[0]})",
+        f"{worst[3]:.2f}",
+        f"≤ {TARGET_US:g}",
+        worst[3] <= TARGET_US,
+    )
+    figures = {f"median_us[{name}]": median for name, _, _, median in rows}
+    return Report(
+        "Chat client parser: CPU per chunk (bytes → StreamItem)",
+        ".venv/bin/python -m bench --only chunk_parse",
+        "\n".join(body).strip(),
+        [check],
+        figures,
+    )
 
 
 def main() -> int:

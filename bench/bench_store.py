@@ -4,8 +4,9 @@ Run from the project root::
 
     .venv/bin/python bench/bench_store.py --turns 200 --record
 
-``--record`` appends a section to ``bench/RESULTS.md`` (created with a heading if
-missing); without it the report is only printed. ``--dir`` chooses where the store files
+``--record`` writes its section of ``bench/RESULTS.md`` (replacing the previous one;
+``python -m bench`` rewrites the whole file with every benchmark, this one included);
+without it the report is only printed. ``--dir`` chooses where the store files
 live (default: a temporary directory; the file system matters for ``FULL``).
 
 The real ``DebugRuntime`` drives a session of ``--turns`` turns against a scripted model;
@@ -312,32 +313,69 @@ def report(runs: list[Run], directory: Path) -> str:
     return "\n".join([*header, *_latency_table(runs), "", *_volume_table(runs), *note]) + "\n"
 
 
+SECTION_START = "<!-- bench_store:start -->"
+SECTION_END = "<!-- bench_store:end -->"
+
+
 def record(section: str) -> None:
-    if not RESULTS.exists():
-        RESULTS.write_text("# Benchmark results\n", encoding="utf-8")
-    with RESULTS.open("a", encoding="utf-8") as handle:
-        handle.write("\n" + section)
+    """Replace this benchmark's section of ``bench/RESULTS.md`` (append it the first time)."""
+    marked = f"{SECTION_START}\n{section}{SECTION_END}\n"
+    text = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
+    if SECTION_START in text and SECTION_END in text:
+        head, rest = text.split(SECTION_START, 1)
+        text = head + marked + rest.split(SECTION_END, 1)[1].lstrip("\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + marked
+    RESULTS.write_text(text, encoding="utf-8")
+
+
+def all_runs(directory: Path, turns: int) -> list[Run]:
+    """The four configurations the report compares."""
+    return [
+        bench_sqlite(directory, "dual_agent", "NORMAL", turns),
+        bench_sqlite(directory, "dual_agent", "FULL", turns),
+        bench_sqlite(directory, "chat_agent_tools", "NORMAL", turns),
+        bench_memory("dual_agent", turns),
+    ]
+
+
+def suite_run(quick: bool = False) -> Any:
+    """The suite's entry point (``python -m bench --only store``): 100 turns, 3 if quick."""
+    from bench._common import Report
+
+    turns = 3 if quick else 100
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = all_runs(Path(tmp), turns)
+        section = report(runs, Path(tmp))
+    figures = {
+        f"store_ms_per_turn[{run.label}]": sum(sum(v) for v in run.calls.values())
+        / run.turns
+        * 1000
+        for run in runs
+    }
+    return Report(
+        "Session store: one persisted turn's writes",
+        ".venv/bin/python -m bench --only store",
+        section.split("\n", 2)[2],
+        [],
+        figures,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Time the store writes of persisted turns.")
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--dir", type=Path, default=None, help="where the store files go")
-    parser.add_argument("--record", action="store_true", help="append to bench/RESULTS.md")
+    parser.add_argument("--record", action="store_true", help="update bench/RESULTS.md")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         directory = Path(tmp)
-        runs = [
-            bench_sqlite(directory, "dual_agent", "NORMAL", args.turns),
-            bench_sqlite(directory, "dual_agent", "FULL", args.turns),
-            bench_sqlite(directory, "chat_agent_tools", "NORMAL", args.turns),
-            bench_memory("dual_agent", args.turns),
-        ]
+        runs = all_runs(directory, args.turns)
         section = report(runs, directory)
     print(section)
     if args.record:
         record(section)
-        print(f"appended to {RESULTS}", file=sys.stderr)
+        print(f"updated {RESULTS}", file=sys.stderr)
 
 
 if __name__ == "__main__":
