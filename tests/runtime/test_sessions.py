@@ -260,3 +260,24 @@ async def test_leaving_run_early_stops_the_turn() -> None:
             break
     await stream.aclose()
     assert not runtime.running
+
+
+@pytest.mark.asyncio
+async def test_a_session_started_without_a_message_times_its_first_turn_from_the_input() -> None:
+    class StepClock:
+        now = 0.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    clock = StepClock()
+    runtime = DebugRuntime(ScriptedChatClient([text("hi")]), clock=clock)
+    queues = runtime.start_session(DebugRunRequest(chat_agent=AgentParams(model="m")))
+    await read_until(queues, {"session_started"})
+    clock.now = 60.0  # a minute of idle time before the user speaks
+    await queues.input.put("hello")
+    outputs = await read_until(queues, {"turn_completed"})
+    await runtime.aclose()
+    elapsed = [m["details"]["turn_elapsed_ms"] for m in outputs if m["type"] == "audit"]
+    assert elapsed and max(elapsed) == 0
+    assert outputs[-1] == {"type": "turn_completed", "turn_index": 1, "round_count": 1}

@@ -76,10 +76,14 @@ class SessionRunner:
         )
         self._start_event_agent()
         try:
-            turn = self.engine.begin(origin)
+            waits_for_input = not self.one_shot and not self.request.user_message
+            # The first turn's timeline starts now, unless it starts when input arrives.
+            turn = None if waits_for_input else self.engine.begin(origin)
+            if turn is None:
+                self.auditor.begin_turn(origin, None)
             await self.auditor.emit("session_started", self._started_details(session))
             await self.queues.output.put(_outputs.session_started(session.session_id))
-            if self.one_shot:
+            if turn is not None and self.one_shot:
                 await self._run_one_shot(turn)
             else:
                 await self._serve_turns(turn)
@@ -137,7 +141,7 @@ class SessionRunner:
             "session_id": session.session_id,
             "tool_invocation_mode": session.mode,
             "restored_message_count": len(session.history),
-            "first_turn_index": session.next_turn_index - 1,
+            "first_turn_index": self.auditor.turn_index or session.next_turn_index,
         }
 
     async def _run_one_shot(self, turn: TurnState) -> None:
@@ -155,7 +159,7 @@ class SessionRunner:
         else:
             await self.queues.output.put(_outputs.done())
 
-    async def _serve_turns(self, first: TurnState) -> None:
+    async def _serve_turns(self, first: TurnState | None) -> None:
         assert self.engine is not None
         turn: TurnState | None = first
         pending: ChatMessage | None = None

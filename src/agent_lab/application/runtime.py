@@ -104,11 +104,15 @@ class DebugRuntime:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    async def _wait_for_tasks(self) -> None:
+    async def wait_closed(self) -> None:
+        """Wait until the session has ended on its own (done, error, or terminated)."""
         task = self._task
         if task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    async def _wait_for_tasks(self) -> None:
+        await self.wait_closed()
 
     def _launch(self, request: DebugRunRequest, *, one_shot: bool) -> RuntimeQueues:
         if self.running:

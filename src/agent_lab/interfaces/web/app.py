@@ -1,0 +1,97 @@
+"""``create_app``: the web lab's FastAPI application around one open ``Lab``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib import resources
+from pathlib import Path
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from agent_lab.domain.errors import ConfigError, StoreError
+from agent_lab.interfaces.lab import Lab
+from agent_lab.interfaces.web import rest
+from agent_lab.interfaces.web.hub import SessionHub
+from agent_lab.interfaces.web.options import WebOptions
+from agent_lab.interfaces.web.security import HostGuard, RequireToken
+from agent_lab.interfaces.web.sockets import session_socket
+from agent_lab.interfaces.web.state import WebState
+
+_PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def create_app(lab: Lab, *, token: str | None = None, options: WebOptions | None = None) -> FastAPI:
+    """The web lab: the page at ``/``, assets under ``/static``, the REST API under
+    ``/api`` and the session WebSocket at ``/ws/sessions/{id}``.
+
+    The ``Lab`` must be open (``async with Lab(...)``) while the app serves; live
+    sessions are stopped when the app shuts down (its lifespan), before the lab closes.
+
+    Args:
+        lab: The composition root whose store, tools and endpoint the app uses.
+        token: When set, ``/api`` calls need ``Authorization: Bearer <token>`` and the
+            WebSocket needs ``?token=<token>``.
+        options: Buffer sizes, idle timeout and allowed hosts (see ``WebOptions``).
+    """
+    options = options or WebOptions()
+    hub = SessionHub(lab, options)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await hub.aclose()
+
+    app = FastAPI(
+        title="Agent Lab",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.web = WebState(lab=lab, hub=hub, options=options, token=token)
+    app.include_router(rest.router, dependencies=[Depends(RequireToken(token))])
+    app.add_api_websocket_route("/ws/sessions/{session_id}", session_socket)
+    _add_page(app)
+    _add_error_handlers(app)
+    hosts = options.hosts(token)
+    if hosts is not None:
+        app.add_middleware(HostGuard, allowed=hosts)
+    return app
+
+
+def static_dir() -> Path:
+    """Where the page's HTML, JavaScript and CSS are installed."""
+    return Path(str(resources.files("agent_lab.interfaces.web") / "static"))
+
+
+def _add_page(app: FastAPI) -> None:
+    directory = static_dir()
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(directory / "index.html", headers=_PAGE_HEADERS)
+
+    app.mount("/static", StaticFiles(directory=directory), name="static")
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(StoreError)
+    async def store_failed(_: Request, exc: StoreError) -> JSONResponse:
+        return JSONResponse({"detail": f"storage failed: {exc}"}, status_code=503)
+
+    @app.exception_handler(ConfigError)
+    async def not_ready(_: Request, exc: ConfigError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)

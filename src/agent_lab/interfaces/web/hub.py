@@ -1,0 +1,393 @@
+"""Live sessions of the web lab: runtimes owned by the server, not by any socket.
+
+A ``LiveSession`` runs one ``DebugRuntime`` session and a pump task that stamps every
+output message with a per-session ``offset``, keeps the last frames in a bounded
+replay buffer and fans each frame out to the subscribed connections. Fan-out never
+waits: every connection has a bounded ``Outbox``; when one is full, that connection
+is dropped (its socket is closed with code 1008) and the session goes on.
+
+A reconnecting client either resumes from its last offset (when the replay buffer
+still holds everything after it) or receives the stored history of the completed
+turns plus the replay of the turn in progress. See ``docs/web-lab.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.queues import RuntimeQueues
+from agent_lab.application.runtime import DebugRuntime
+from agent_lab.domain.errors import SessionNotFound
+from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+from agent_lab.interfaces.lab import Lab
+from agent_lab.interfaces.web.options import WebOptions
+from agent_lab.interfaces.web.protocol import ConnectionOverride
+
+CLOSE_SLOW_CONSUMER = 1008
+"""Close code of a connection whose send buffer overflowed (it may resume)."""
+_STOP_TIMEOUT_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One stream frame: its offset and its JSON text ``{"offset", "message"}``."""
+
+    offset: int
+    text: str
+
+
+def dumps(value: Any) -> str:
+    """JSON text of a frame or control message (anything odd becomes a string)."""
+    return orjson.dumps(value, default=_fallback).decode()
+
+
+def _fallback(value: object) -> object:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    return str(value)
+
+
+class Outbox:
+    """The bounded send buffer of one connection; it never blocks its producers."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._queue: asyncio.Queue[str] = asyncio.Queue(maxsize)
+        self.dropped = asyncio.Event()
+        """Set when the buffer overflowed; the connection must be closed."""
+
+    def offer(self, text: str) -> bool:
+        """Queue ``text``; on overflow mark the outbox dropped and return ``False``."""
+        if self.dropped.is_set():
+            return False
+        try:
+            self._queue.put_nowait(text)
+        except asyncio.QueueFull:
+            self.dropped.set()
+            return False
+        return True
+
+    async def get(self) -> str:
+        return await self._queue.get()
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What a new subscriber needs before live frames.
+
+    Attributes:
+        frames: Buffered frames to send first, in order.
+        history_before: ``None`` when ``frames`` continue the client's offset;
+            otherwise send the stored history of turns before this index first.
+        truncated: The turn in progress began before the oldest buffered frame.
+    """
+
+    frames: list[Frame]
+    history_before: int | None
+    truncated: bool = False
+
+
+class SessionLive(Exception):
+    """``start`` found the session already running; attach to ``live`` instead."""
+
+    def __init__(self, live: LiveSession) -> None:
+        super().__init__(live.session_id)
+        self.live = live
+
+
+class LiveSession:
+    """One running session: its runtime, replay buffer, subscribers and pump."""
+
+    def __init__(
+        self,
+        session_id: str,
+        runtime: DebugRuntime,
+        *,
+        stream_id: str,
+        first_offset: int,
+        first_turn: int,
+        options: WebOptions,
+        owned_client: OpenAICompatibleChatClient | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.runtime = runtime
+        self.stream_id = stream_id
+        self._options = options
+        self._owned_client = owned_client
+        self._buffer: deque[Frame] = deque(maxlen=options.replay_limit)
+        self._subscribers: set[Outbox] = set()
+        self._pending_users: deque[str] = deque()
+        self._next_offset = first_offset
+        self._boundary_turn = first_turn
+        self._replay_from = first_offset
+        self._turn: int | None = None
+        self._last_activity = time.monotonic()
+        self._queues: RuntimeQueues | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = asyncio.Event()
+        self._ending = False
+        self._input_closed = False
+
+    @property
+    def next_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def subscriber_count(self) -> int:
+        """How many connections receive this session's frames."""
+        return len(self._subscribers)
+
+    @property
+    def ending(self) -> bool:
+        """The runtime said ``done`` (or stopped); no new turns will run."""
+        return self._ending or self._closed.is_set()
+
+    @property
+    def turn_running(self) -> bool:
+        return self._turn is not None
+
+    def start(self, request: DebugRunRequest, on_closed: Callable[[LiveSession], None]) -> None:
+        """Start the runtime session and the pump that publishes its output."""
+        if request.user_message:
+            self._pending_users.append(request.user_message)
+        self._queues = self.runtime.start_session(request)
+        self._task = asyncio.create_task(self._pump(on_closed))
+
+    def subscribe(self, outbox: Outbox, resume_from: int | None, stream_id: str | None) -> Replay:
+        """Register ``outbox`` for live frames and return what it must be sent first."""
+        self._subscribers.add(outbox)
+        self._last_activity = time.monotonic()
+        if self._can_resume(resume_from, stream_id):
+            assert resume_from is not None
+            return Replay([frame for frame in self._buffer if frame.offset > resume_from], None)
+        frames = [frame for frame in self._buffer if frame.offset >= self._replay_from]
+        oldest = self._buffer[0].offset if self._buffer else self._next_offset
+        return Replay(frames, self._boundary_turn, truncated=oldest > self._replay_from)
+
+    def unsubscribe(self, outbox: Outbox) -> None:
+        self._subscribers.discard(outbox)
+        self._last_activity = time.monotonic()
+
+    def submit(self, content: str) -> None:
+        """Queue a user turn (it runs after the turn in progress, if any)."""
+        assert self._queues is not None
+        self._pending_users.append(content)
+        self._last_activity = time.monotonic()
+        self._queues.input.put_nowait(content)
+
+    def cancel_turn(self) -> bool:
+        """Cancel the turn in progress; the session goes on."""
+        return self.runtime.cancel_turn()
+
+    def close_input(self) -> None:
+        """Ask the runtime to end the session after the turn in progress."""
+        if self._queues is not None and not self._input_closed:
+            self._input_closed = True
+            self._queues.input.put_nowait(None)
+
+    async def aclose(self) -> None:
+        """Stop the runtime now and wait for the pump to finish."""
+        await self.runtime.aclose()
+        await self.wait_closed()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    def _can_resume(self, resume_from: int | None, stream_id: str | None) -> bool:
+        if resume_from is None or (stream_id is not None and stream_id != self.stream_id):
+            return False
+        oldest = self._buffer[0].offset if self._buffer else self._next_offset
+        return oldest - 1 <= resume_from < self._next_offset
+
+    async def _pump(self, on_closed: Callable[[LiveSession], None]) -> None:
+        try:
+            while (message := await self._next_output()) is not None:
+                self._publish(message)
+                if message.get("type") == "done":
+                    break
+                # Let the connections' senders run between frames, so a burst of
+                # output does not overflow buffers that are being drained.
+                await asyncio.sleep(0)
+        finally:
+            self._ending = True
+            try:
+                await self._stop_runtime()
+            finally:
+                self._detach_all()
+                self._closed.set()
+                on_closed(self)
+
+    def _detach_all(self) -> None:
+        notice = dumps({"type": "detached", "session_id": self.session_id})
+        for outbox in self._subscribers:
+            outbox.offer(notice)
+        self._subscribers.clear()
+
+    async def _next_output(self) -> dict[str, Any] | None:
+        assert self._queues is not None
+        output = self._queues.output
+        while True:
+            if not output.empty():
+                message: dict[str, Any] = output.get_nowait()
+                return message
+            if not self.runtime.running:
+                return None
+            try:
+                message = await asyncio.wait_for(output.get(), self._options.poll_seconds)
+            except TimeoutError:
+                self._close_if_idle()
+                continue
+            return message
+
+    def _close_if_idle(self) -> None:
+        limit = self._options.idle_seconds
+        if limit is None or self._subscribers or self._turn is not None or self._pending_users:
+            return
+        if time.monotonic() - self._last_activity > limit:
+            self.close_input()
+
+    async def _stop_runtime(self) -> None:
+        # After ``done`` the runtime releases its claim on the way out; let it finish
+        # rather than cancel it. DebugRuntime has no public "wait until stopped".
+        deadline = time.monotonic() + _STOP_TIMEOUT_SECONDS
+        while self.runtime.running and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(self._options.poll_seconds / 5)
+        await self.runtime.aclose()
+        if self._owned_client is not None:
+            await self._owned_client.aclose()
+
+    def _publish(self, message: dict[str, Any]) -> None:
+        if message.get("type") == "audit" and message.get("event") == "turn_started":
+            turn_index = message.get("details", {}).get("turn_index")
+            content = self._pending_users.popleft() if self._pending_users else ""
+            self._emit({"type": "user_message", "turn_index": turn_index, "content": content})
+            self._turn = turn_index if isinstance(turn_index, int) else self._boundary_turn
+        frame = self._emit(message)
+        kind = message.get("type")
+        if kind in ("turn_completed", "error") and self._turn is not None:
+            self._boundary_turn = self._turn + 1
+            self._replay_from = frame.offset + 1
+            self._turn = None
+        elif kind == "done":
+            self._ending = True
+
+    def _emit(self, message: dict[str, Any]) -> Frame:
+        frame = Frame(self._next_offset, dumps({"offset": self._next_offset, "message": message}))
+        self._next_offset += 1
+        self._buffer.append(frame)
+        self._last_activity = time.monotonic()
+        for outbox in list(self._subscribers):
+            if not outbox.offer(frame.text):
+                self._subscribers.discard(outbox)
+        return frame
+
+
+class SessionHub:
+    """Every live session of one server process, keyed by session id."""
+
+    def __init__(self, lab: Lab, options: WebOptions | None = None) -> None:
+        self.lab = lab
+        self.options = options or WebOptions()
+        self.stream_id = uuid.uuid4().hex[:16]
+        """Identifies this process's offsets; a client from another one gets history."""
+        self._live: dict[str, LiveSession] = {}
+        self._next_offsets: dict[str, int] = {}
+        self._lock = asyncio.Lock()
+
+    def get(self, session_id: str) -> LiveSession | None:
+        """The live session, unless it is absent or already ending."""
+        live = self._live.get(session_id)
+        return None if live is None or live.ending else live
+
+    def is_live(self, session_id: str) -> bool:
+        return session_id in self._live
+
+    def live_ids(self) -> set[str]:
+        return set(self._live)
+
+    async def start(
+        self,
+        request: DebugRunRequest,
+        outbox: Outbox,
+        connection: ConnectionOverride | None = None,
+    ) -> LiveSession:
+        """Start a runtime for ``request.session_id`` with ``outbox`` subscribed.
+
+        Raises:
+            SessionLive: the session is already live (attach to it instead).
+            ConfigError: the connection override is not a usable endpoint.
+        """
+        session_id = request.session_id
+        assert session_id is not None
+        async with self._lock:
+            existing = self._live.get(session_id)
+            if existing is not None and not existing.ending:
+                raise SessionLive(existing)
+            if existing is not None:
+                await existing.wait_closed()
+            first_turn = await asyncio.to_thread(self._first_turn, session_id)
+            live = self._new_session(session_id, first_turn, connection)
+            live.subscribe(outbox, None, None)
+            self._live[session_id] = live
+            live.start(request, self._forget)
+            return live
+
+    async def aclose(self) -> None:
+        """Stop every live session (server shutdown)."""
+        sessions = list(self._live.values())
+        await asyncio.gather(*(live.aclose() for live in sessions))
+
+    def _new_session(
+        self, session_id: str, first_turn: int, connection: ConnectionOverride | None
+    ) -> LiveSession:
+        client = self._client_for(connection)
+        if client is None:
+            runtime = self.lab.runtime()
+        else:
+            runtime = DebugRuntime(client, registry=self.lab.registry, session_store=self.lab.store)
+        return LiveSession(
+            session_id,
+            runtime,
+            stream_id=self.stream_id,
+            first_offset=self._next_offsets.get(session_id, 0),
+            first_turn=first_turn,
+            options=self.options,
+            owned_client=client,
+        )
+
+    def _client_for(
+        self, connection: ConnectionOverride | None
+    ) -> OpenAICompatibleChatClient | None:
+        if connection is None or connection.is_empty():
+            return None
+        settings = self.lab.settings
+        base_url = (connection.base_url or "").strip() or self.lab.base_url or ""
+        key = connection.key()
+        if key is None and base_url == self.lab.base_url:
+            key = settings.secret_key()
+        return OpenAICompatibleChatClient(
+            base_url, api_key=key, timeout=settings.timeout, max_retries=settings.max_retries
+        )
+
+    def _first_turn(self, session_id: str) -> int:
+        store = self.lab.store
+        if store is None:
+            return 1
+        with contextlib.suppress(SessionNotFound):
+            return store.next_turn_index(session_id)
+        return 1
+
+    def _forget(self, live: LiveSession) -> None:
+        self._next_offsets[live.session_id] = live.next_offset
+        if self._live.get(live.session_id) is live:
+            del self._live[live.session_id]

@@ -1,0 +1,105 @@
+"""The REST API under ``/api``: sessions, exports, the tool catalog and health."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+
+from agent_lab.domain.errors import SessionNotFound
+from agent_lab.interfaces.web import records
+from agent_lab.interfaces.web.hub import dumps
+from agent_lab.interfaces.web.state import WebState, web_state
+
+ExportFormat = Literal["json", "jsonl"]
+
+router = APIRouter(prefix="/api")
+
+
+def _state(request: Request) -> WebState:
+    return web_state(request)
+
+
+@router.get("/health")
+async def health(state: WebState = Depends(_state)) -> dict[str, Any]:
+    """Liveness and the model endpoint the server uses by default."""
+    return {
+        "status": "ok",
+        "endpoint": state.lab.endpoint_description,
+        "live_sessions": len(state.hub.live_ids()),
+    }
+
+
+@router.get("/defaults")
+async def defaults(state: WebState = Depends(_state)) -> dict[str, Any]:
+    """The request the server would build from its settings (prefills the page)."""
+    request = state.lab.request("").model_dump(mode="json", exclude={"session_id", "user_message"})
+    return {"request": request, "endpoint": state.lab.endpoint_description}
+
+
+@router.get("/tools")
+async def tools(state: WebState = Depends(_state)) -> dict[str, Any]:
+    """The tool catalog: schemas, result policies and which are enabled by default."""
+    enabled = list(state.lab.settings.tools)
+    return {"tools": records.tool_catalog(state.lab.registry, enabled)}
+
+
+@router.get("/sessions")
+async def list_sessions(state: WebState = Depends(_state)) -> dict[str, Any]:
+    """Every stored session, newest first, with usage totals and a ``live`` flag."""
+    live = state.hub.live_ids()
+    sessions = await asyncio.to_thread(records.session_summaries, state.store(), live)
+    return {"sessions": sessions}
+
+
+@router.get("/sessions/{session_id}")
+async def get_session(
+    session_id: str,
+    audit_after: int = Query(default=0, ge=0),
+    state: WebState = Depends(_state),
+) -> dict[str, Any]:
+    """Transcript, per-turn metrics, calls, audit trail (with offsets) and usage."""
+    record = await _record(state, session_id, audit_after)
+    return {**record, "live": state.hub.is_live(session_id)}
+
+
+@router.delete("/sessions/{session_id}", status_code=204)
+async def delete_session(session_id: str, state: WebState = Depends(_state)) -> Response:
+    """Delete a stored session; 409 while it is live, 404 when unknown."""
+    if state.hub.is_live(session_id):
+        raise HTTPException(409, detail=f"session {session_id!r} is live; close it first")
+    try:
+        await asyncio.to_thread(state.store().delete_session, session_id)
+    except SessionNotFound:
+        raise HTTPException(404, detail=f"no session {session_id!r}") from None
+    return Response(status_code=204)
+
+
+@router.get("/sessions/{session_id}/export")
+async def export_session(
+    session_id: str,
+    export_format: ExportFormat = Query(default="json", alias="format"),
+    state: WebState = Depends(_state),
+) -> Response:
+    """The whole session as one JSON document or as JSON Lines (one record a line)."""
+    record = await _record(state, session_id, 0)
+    name = f"agent-lab-{_safe_name(session_id)}.{export_format}"
+    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    if export_format == "jsonl":
+        body = "".join(dumps(line) + "\n" for line in records.export_lines(record))
+        return Response(body, media_type="application/x-ndjson", headers=headers)
+    return Response(dumps(record), media_type="application/json", headers=headers)
+
+
+async def _record(state: WebState, session_id: str, audit_after: int) -> dict[str, Any]:
+    try:
+        return await asyncio.to_thread(
+            records.session_record, state.store(), session_id, audit_after=audit_after
+        )
+    except SessionNotFound:
+        raise HTTPException(404, detail=f"no session {session_id!r}") from None
+
+
+def _safe_name(session_id: str) -> str:
+    return "".join(char if char.isalnum() or char in "-_" else "_" for char in session_id)[:80]

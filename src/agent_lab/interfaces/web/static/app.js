@@ -1,0 +1,416 @@
+// Agent Lab page: wires the configuration, the live session socket, the conversation,
+// the timeline, the sessions table and the compare view together.
+
+import { api, ApiError, captureTokenFromFragment, download } from "./api.js";
+import { renderCompare, sessionOption } from "./compare.js";
+import { ConfigPanel } from "./config.js";
+import { Conversation } from "./conversation.js";
+import { $, h, ms, num, shortId, toast } from "./dom.js";
+import { groupAudits } from "./history.js";
+import { renderSessions } from "./sessions.js";
+import { SessionSocket } from "./socket.js";
+import { buildTimeline, renderDetail, renderWaterfall } from "./timeline.js";
+
+const SESSION_KEY = "agentlab.session";
+const STATUS_TEXT = {
+  idle: "no session", connecting: "connecting…", live: "live", running: "running",
+  pending: "ready to continue", ended: "ended", reconnecting: "reconnecting…",
+  stored: "stored", refused: "refused", unauthorized: "unauthorized",
+};
+
+const state = {
+  sessionId: null,
+  socket: null,
+  phase: "idle",
+  audits: new Map(),
+  liveTurn: null,
+  record: null,
+  applyConfig: false,
+  timelineTurn: null,
+  sessions: [],
+  compareCache: new Map(),
+  view: "lab",
+  renderQueued: false,
+};
+
+const config = new ConfigPanel($("#config"));
+const conversation = new Conversation($("#messages"), $("#empty-hint"));
+
+// ---------------------------------------------------------------- boot & views
+
+async function boot() {
+  captureTokenFromFragment();
+  wireControls();
+  try {
+    const [health, defaults, tools] = await Promise.all([api("/api/health"), api("/api/defaults"), api("/api/tools")]);
+    $("#endpoint").textContent = health.endpoint;
+    $("#endpoint").title = `Default endpoint: ${health.endpoint}`;
+    config.setTools(tools.tools);
+    config.applyDefaults(defaults.request);
+  } catch (error) {
+    $("#endpoint").textContent = "server unreachable";
+    toast(String(error.message || error), "error");
+    return;
+  }
+  const remembered = sessionStorage.getItem(SESSION_KEY);
+  if (remembered) {
+    state.applyConfig = true;
+    connectSession(remembered);
+  }
+}
+
+function wireControls() {
+  for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showView(tab.dataset.view));
+  $("#composer").addEventListener("submit", (event) => { event.preventDefault(); sendTurn(); });
+  $("#composer-input").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) { event.preventDefault(); sendTurn(); }
+  });
+  $("#cancel-turn").addEventListener("click", () => state.socket?.send({ type: "cancel" }));
+  $("#end-session").addEventListener("click", () => state.socket?.send({ type: "close" }));
+  $("#new-session").addEventListener("click", newSession);
+  $("#reset-config").addEventListener("click", () => config.reset());
+  $("#refresh-sessions").addEventListener("click", loadSessions);
+  $("#timeline-turn").addEventListener("change", (event) => { state.timelineTurn = Number(event.target.value); renderTimeline(); });
+  for (const id of ["#compare-a", "#compare-b", "#compare-turn"]) $(id).addEventListener("change", () => loadCompare(id !== "#compare-turn"));
+}
+
+function showView(name) {
+  state.view = name;
+  for (const tab of document.querySelectorAll(".tab")) tab.setAttribute("aria-selected", String(tab.dataset.view === name));
+  for (const view of document.querySelectorAll(".view")) view.hidden = view.dataset.view !== name;
+  if (name === "timeline") renderTimeline();
+  if (name === "sessions") loadSessions();
+  if (name === "compare") loadCompare(true);
+}
+
+function setPhase(phase) {
+  state.phase = phase;
+  const pill = $("#status");
+  pill.dataset.state = phase;
+  pill.textContent = STATUS_TEXT[phase] || phase;
+  $("#cancel-turn").disabled = phase !== "running";
+  $("#end-session").disabled = !(phase === "live" || phase === "running");
+}
+
+// ---------------------------------------------------------------- session socket
+
+function newId() {
+  if (crypto.randomUUID) return crypto.randomUUID().replaceAll("-", "");
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function startCommand(firstMessage, resumeFrom, streamId) {
+  const command = { type: "start", request: config.request(firstMessage), resume_from: resumeFrom, stream_id: streamId };
+  const connection = config.connection();
+  if (connection) command.connection = connection;
+  return command;
+}
+
+function connectSession(sessionId, firstMessage = "") {
+  state.socket?.close();
+  resetSessionView(sessionId);
+  sessionStorage.setItem(SESSION_KEY, sessionId);
+  state.socket = new SessionSocket(sessionId, {
+    startCommand,
+    onMessage: handleMessage,
+    onControl: handleControl,
+    onState: (phase) => setPhase(phase),
+  });
+  state.socket.open(firstMessage);
+}
+
+function resetSessionView(sessionId) {
+  state.sessionId = sessionId;
+  state.audits = new Map();
+  state.liveTurn = null;
+  state.record = null;
+  state.timelineTurn = null;
+  conversation.reset();
+  $("#conv-title").textContent = sessionId ? `Session ${shortId(sessionId)}` : "New session";
+  $("#conv-usage").textContent = "";
+}
+
+function newSession() {
+  if (state.phase === "live") state.socket?.send({ type: "close" });
+  state.socket?.close();
+  state.socket = null;
+  sessionStorage.removeItem(SESSION_KEY);
+  resetSessionView(null);
+  setPhase("idle");
+  $("#composer-input").focus();
+}
+
+function sendTurn() {
+  const input = $("#composer-input");
+  const text = input.value.trim();
+  if (!text) return;
+  if (!state.sessionId) {
+    connectSession(newId(), text);
+  } else if (!state.socket) {
+    const id = state.sessionId;
+    connectSession(id, text);
+  } else if (state.phase === "ended") {
+    if (!state.socket.send(startCommand(text, null, null))) return toast("Not connected", "error");
+  } else if (!state.socket.send({ type: "user", content: text })) {
+    return toast("Not connected yet — try again in a moment", "error");
+  }
+  input.value = "";
+}
+
+function handleControl(frame) {
+  switch (frame.type) {
+    case "attached":
+      setPhase(frame.live ? "live" : "pending");
+      break;
+    case "history":
+      loadHistory(frame.record, frame.truncated);
+      break;
+    case "detached":
+      setPhase("ended");
+      conversation.notice("Session ended. Send a message to continue it.");
+      refreshRecord();
+      break;
+    case "cancelled":
+      if (!frame.accepted) toast("No turn to cancel");
+      break;
+    case "error":
+      toast(frame.message, "error");
+      break;
+    default:
+      break;
+  }
+}
+
+function loadHistory(record, truncated) {
+  conversation.reset();
+  state.audits = record ? groupAudits(record.audit || []) : new Map();
+  state.liveTurn = null;
+  state.record = record;
+  if (!record) return;
+  if (state.applyConfig && record.session?.config) config.apply(record.session.config);
+  state.applyConfig = false;
+  conversation.renderRecord(record);
+  if (truncated) conversation.notice("Part of the turn in progress was too long to replay.");
+  showRecordSummary(record);
+  queueTimeline();
+}
+
+function handleMessage(message) {
+  switch (message.type) {
+    case "user_message":
+      state.liveTurn = message.turn_index;
+      conversation.user(message.turn_index, message.content);
+      setPhase("running");
+      break;
+    case "audit":
+      onAudit(message);
+      break;
+    case "message_delta":
+      conversation.delta(message.content);
+      break;
+    case "event":
+      conversation.event(message.event);
+      break;
+    case "tool_result":
+      conversation.toolResult(message.message);
+      break;
+    case "round_stats":
+      conversation.stats(message);
+      break;
+    case "turn_completed":
+    case "error":
+      onTurnEnd(message);
+      break;
+    case "done":
+      setPhase("ended");
+      break;
+    default:
+      break;
+  }
+}
+
+function onAudit(message) {
+  const details = message.details || {};
+  if (message.event === "session_started") state.liveTurn = details.first_turn_index ?? state.liveTurn;
+  if (message.event === "turn_started") state.liveTurn = details.turn_index;
+  if (message.event === "chat_round_started") conversation.startRound(details.round_index);
+  const turn = state.liveTurn ?? details.turn_index ?? 0;
+  if (!state.audits.has(turn)) state.audits.set(turn, []);
+  state.audits.get(turn).push({ event: message.event, details, turn_index: turn });
+  queueTimeline();
+}
+
+function onTurnEnd(message) {
+  if (message.type === "error") conversation.error(message.message);
+  else conversation.turnDone();
+  if (state.phase === "running") setPhase("live");
+  refreshRecord();
+}
+
+async function refreshRecord() {
+  if (!state.sessionId) return;
+  try {
+    const record = await api(`/api/sessions/${encodeURIComponent(state.sessionId)}`);
+    if (record.session.id !== state.sessionId) return;
+    state.record = record;
+    showRecordSummary(record);
+    queueTimeline();
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 404)) toast(String(error.message), "error");
+  }
+}
+
+function showRecordSummary(record) {
+  const usage = record.usage || {};
+  $("#conv-title").textContent = record.session?.title || `Session ${shortId(state.sessionId)}`;
+  $("#conv-usage").replaceChildren(
+    h("span", { class: `badge mode-${record.session?.mode}` }, record.session?.mode || ""),
+    h("span", {}, plural(usage.turn_count, "turn")),
+    h("span", {}, plural(usage.total_tokens, "token")),
+    h("span", {}, plural(usage.tool_count, "tool")),
+    h("span", {}, `wall ${ms(usage.turn_wall_time_ms)}`));
+}
+
+function plural(count, noun) {
+  return `${num(count ?? 0)} ${noun}${count === 1 ? "" : "s"}`;
+}
+
+// ---------------------------------------------------------------- timeline
+
+function queueTimeline() {
+  if (state.view !== "timeline" || state.renderQueued) return;
+  state.renderQueued = true;
+  requestAnimationFrame(() => { state.renderQueued = false; renderTimeline(); });
+}
+
+function renderTimeline() {
+  const turns = [...state.audits.keys()].filter((turn) => turn > 0).sort((a, b) => a - b);
+  const select = $("#timeline-turn");
+  const latest = turns[turns.length - 1] ?? null;
+  const follow = state.timelineTurn === null || state.timelineTurn === Number(select.dataset.latest);
+  if (follow) state.timelineTurn = latest;
+  select.dataset.latest = String(latest);
+  select.replaceChildren(...turns.map((turn) => h("option", { value: String(turn), selected: turn === state.timelineTurn }, `turn ${turn}`)));
+  $("#timeline-session").textContent = state.sessionId ? `· ${state.record?.session?.title || shortId(state.sessionId)}` : "";
+  const audits = state.audits.get(state.timelineTurn) || [];
+  const model = buildTimeline(audits, state.record?.calls || [], state.timelineTurn);
+  renderWaterfall($("#timeline"), model, { onSelect: (item) => renderDetail($("#detail"), item) });
+  const summary = turnSummary(state.timelineTurn);
+  if (summary) $("#timeline").prepend(summary);
+  if (!state.sessionId) $("#timeline").replaceChildren(h("p", { class: "empty" }, "Start or open a session to see its timeline."));
+}
+
+function turnSummary(turnIndex) {
+  const turn = (state.record?.turns || []).find((entry) => entry.turn_index === turnIndex);
+  if (!turn) return null;
+  const chip = (label, value) => h("span", { class: "chip" }, h("b", {}, label), " ", value);
+  return h("div", { class: "turn-summary" },
+    h("div", { class: "turn-user", title: turn.user_message || "" }, turn.user_message || ""),
+    h("div", { class: "stats" },
+      chip("status", turn.status || "running"),
+      chip("wall", ms(turn.turn_wall_time_ms)),
+      chip("rounds", num(turn.round_count)),
+      chip("model calls", num(turn.model_calls)),
+      chip("tools", num(turn.tool_count)),
+      chip("fallbacks", num(turn.fallback_count)),
+      chip("tokens", num(turn.total_tokens)),
+      chip("cached", num(turn.cached_tokens))));
+}
+
+// ---------------------------------------------------------------- sessions
+
+async function loadSessions() {
+  try {
+    const { sessions } = await api("/api/sessions");
+    state.sessions = sessions;
+    renderSessions($("#sessions-body"), sessions, { open: openSession, resume: resumeSession, exportAs, remove: removeSession });
+    $("#sessions-empty").hidden = sessions.length > 0;
+  } catch (error) {
+    toast(String(error.message), "error");
+  }
+}
+
+async function openSession(session) {
+  try {
+    const record = await api(`/api/sessions/${encodeURIComponent(session.id)}`);
+    state.socket?.close();
+    state.socket = null;
+    resetSessionView(session.id);
+    sessionStorage.removeItem(SESSION_KEY);
+    state.applyConfig = true;
+    loadHistory(record, false);
+    setPhase(record.live ? "live" : "stored");
+    if (record.live) resumeSession(session);
+    else showView("lab");
+  } catch (error) {
+    toast(String(error.message), "error");
+  }
+}
+
+function resumeSession(session) {
+  state.applyConfig = true;
+  connectSession(session.id);
+  showView("lab");
+}
+
+function exportAs(session, format) {
+  download(`/api/sessions/${encodeURIComponent(session.id)}/export?format=${format}`, `agent-lab-${session.id}.${format}`)
+    .catch((error) => toast(String(error.message), "error"));
+}
+
+async function removeSession(session) {
+  if (!window.confirm(`Delete session “${session.title}”? This cannot be undone.`)) return;
+  try {
+    await api(`/api/sessions/${encodeURIComponent(session.id)}`, { method: "DELETE" });
+    if (session.id === state.sessionId) newSession();
+    toast("Session deleted");
+  } catch (error) {
+    toast(String(error.message), "error");
+  }
+  loadSessions();
+}
+
+// ---------------------------------------------------------------- compare
+
+async function loadCompare(refreshList) {
+  try {
+    if (refreshList) await fillCompareSelects();
+    const ids = [$("#compare-a").value, $("#compare-b").value];
+    const records = await Promise.all(ids.map((id) => (id ? compareRecord(id) : null)));
+    const turnSelect = $("#compare-turn");
+    const maxTurn = Math.max(1, ...records.filter(Boolean).map((record) => (record.turns || []).length));
+    const chosen = Math.min(Number(turnSelect.value) || 1, maxTurn);
+    turnSelect.replaceChildren(...Array.from({ length: maxTurn }, (_, i) => h("option", { value: String(i + 1), selected: i + 1 === chosen }, `turn ${i + 1}`)));
+    renderCompare([$("#compare-col-a"), $("#compare-col-b")], records, chosen, showCompareDetail);
+  } catch (error) {
+    toast(String(error.message), "error");
+  }
+}
+
+function showCompareDetail(item) {
+  const panel = $("#compare-detail");
+  panel.hidden = false;
+  renderDetail(panel, item);
+  panel.prepend(h("button", { type: "button", class: "ghost small detail-close", onclick: () => { panel.hidden = true; } }, "Close"));
+}
+
+async function fillCompareSelects() {
+  const { sessions } = await api("/api/sessions");
+  state.sessions = sessions;
+  for (const [selector, mode, fallback] of [["#compare-a", "dual_agent", 0], ["#compare-b", "chat_agent_tools", 1]]) {
+    const select = $(selector);
+    const previous = select.value;
+    select.replaceChildren(h("option", { value: "" }, "— choose a session —"), ...sessions.map(sessionOption));
+    const preferred = sessions.find((s) => s.mode === mode) || sessions[fallback];
+    select.value = sessions.some((s) => s.id === previous) ? previous : preferred?.id || "";
+  }
+}
+
+async function compareRecord(id) {
+  const summary = state.sessions.find((session) => session.id === id);
+  const key = `${id}@${summary?.updated_at}`;
+  if (!state.compareCache.has(key)) state.compareCache.set(key, await api(`/api/sessions/${encodeURIComponent(id)}`));
+  return state.compareCache.get(key);
+}
+
+boot();

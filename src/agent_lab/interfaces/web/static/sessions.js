@@ -1,0 +1,33 @@
+// The sessions table: usage per session, reopen, continue, export and delete.
+
+import { h, ms, num, shortId, when } from "./dom.js";
+
+export function renderSessions(body, sessions, actions) {
+  body.replaceChildren(...sessions.map((session) => sessionRow(session, actions)));
+}
+
+function sessionRow(session, actions) {
+  const usage = session.usage || {};
+  const button = (label, handler, extra = {}) =>
+    h("button", { type: "button", class: "ghost small", onclick: () => handler(session), ...extra }, label);
+  return h("tr", { dataset: { session: session.id } },
+    h("td", { class: "title-cell" },
+      h("div", { class: "session-title", title: session.title || "" }, session.title || "Untitled session"),
+      h("div", { class: "session-id mono", title: session.id }, shortId(session.id))),
+    h("td", {}, h("span", { class: `badge mode-${session.mode}` }, session.mode || "?"),
+      session.live ? h("span", { class: "live-dot", title: "live: a runtime is running this session", "aria-label": "live" }) : null),
+    h("td", { class: "num" }, num(session.turn_count)),
+    h("td", { class: "num" }, num(usage.total_tokens)),
+    h("td", { class: "num" }, num(usage.cached_tokens)),
+    h("td", { class: "num" }, num(usage.tool_count)),
+    h("td", { class: "num" }, num(usage.fallback_count)),
+    h("td", { class: "num" }, ms(usage.turn_wall_time_ms)),
+    h("td", { class: "when" }, when(session.updated_at)),
+    h("td", { class: "actions" },
+      button("Open", actions.open),
+      button("Continue", actions.resume),
+      h("span", { class: "export-group", role: "group", "aria-label": "Export" },
+        button("JSON", (s) => actions.exportAs(s, "json"), { title: "Export as JSON" }),
+        button("JSONL", (s) => actions.exportAs(s, "jsonl"), { title: "Export as JSON Lines" })),
+      button("Delete", actions.remove, { class: "ghost small danger", disabled: session.live, title: session.live ? "Live sessions cannot be deleted" : "Delete" })));
+}

@@ -1,0 +1,91 @@
+"""The live-session hub: bounded fan-out, dropping slow consumers, idle sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from agent_lab.interfaces.lab import Lab
+from agent_lab.interfaces.settings import LabSettings
+from agent_lab.interfaces.web import WebOptions
+from agent_lab.interfaces.web.hub import LiveSession, Outbox, SessionHub
+
+
+def test_outbox_drops_instead_of_blocking() -> None:
+    outbox = Outbox(2)
+    assert outbox.offer("a") and outbox.offer("b")
+    assert not outbox.offer("c")
+    assert outbox.dropped.is_set()
+    assert not outbox.offer("d")
+
+
+async def drain_until_turn_completed(outbox: Outbox) -> list[dict[str, object]]:
+    frames = []
+    while True:
+        frame = json.loads(await outbox.get())
+        frames.append(frame)
+        if frame.get("message", {}).get("type") == "turn_completed":
+            return frames
+
+
+@pytest.mark.asyncio
+async def test_a_stalled_subscriber_is_dropped_and_the_session_goes_on(
+    settings: LabSettings,
+) -> None:
+    async with Lab(settings) as lab:
+        hub = SessionHub(lab, WebOptions())
+        fast = Outbox(100_000)
+        stalled = Outbox(4)  # never read, like a browser that stopped reading its socket
+        request = lab.request("Search for sqlite wal and set the volume to 20", session_id="bp")
+        live = await hub.start(request, fast)
+        live.subscribe(stalled, None, None)
+        frames = await asyncio.wait_for(drain_until_turn_completed(fast), timeout=20)
+        assert stalled.dropped.is_set()
+        assert live.subscriber_count == 1
+        offsets = [frame["offset"] for frame in frames]
+        assert offsets == list(range(len(offsets)))
+        await hub.aclose()
+    assert not hub.live_ids()
+
+
+@pytest.mark.asyncio
+async def test_many_sessions_run_concurrently_in_one_hub(settings: LabSettings) -> None:
+    async with Lab(settings) as lab:
+        hub = SessionHub(lab, WebOptions())
+        outboxes = [Outbox(100_000) for _ in range(8)]
+        for index, outbox in enumerate(outboxes):
+            request = lab.request("Set the volume to 30", session_id=f"many-{index}")
+            await hub.start(request, outbox)
+        assert len(hub.live_ids()) == 8
+        results = await asyncio.wait_for(
+            asyncio.gather(*(drain_until_turn_completed(o) for o in outboxes)), timeout=30
+        )
+        await hub.aclose()
+    assert all(frames[-1]["message"]["turn_index"] == 1 for frames in results)
+
+
+@pytest.mark.asyncio
+async def test_an_idle_session_without_clients_is_closed(settings: LabSettings) -> None:
+    async with Lab(settings) as lab:
+        hub = SessionHub(lab, WebOptions(idle_seconds=0.2, poll_seconds=0.05))
+        outbox = Outbox(100_000)
+        live: LiveSession = await hub.start(lab.request("hello", session_id="idle"), outbox)
+        await asyncio.wait_for(drain_until_turn_completed(outbox), timeout=20)
+        live.unsubscribe(outbox)
+        await asyncio.wait_for(live.wait_closed(), timeout=10)
+    assert not hub.live_ids()
+
+
+@pytest.mark.asyncio
+async def test_start_on_a_live_session_refers_to_it(settings: LabSettings) -> None:
+    from agent_lab.interfaces.web.hub import SessionLive
+
+    async with Lab(settings) as lab:
+        hub = SessionHub(lab, WebOptions())
+        live = await hub.start(lab.request("hello", session_id="dup"), Outbox(1000))
+        with pytest.raises(SessionLive) as found:
+            await hub.start(lab.request("again", session_id="dup"), Outbox(1000))
+        assert found.value.live is live
+        await hub.aclose()

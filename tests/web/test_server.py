@@ -1,0 +1,190 @@
+"""The web lab behind a real uvicorn server on 127.0.0.1 (ephemeral port)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from web_support import ServedLab, lab_settings, served, start_message
+from websockets.asyncio.client import connect as async_connect
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from agent_lab.interfaces.lab import Lab
+from agent_lab.interfaces.settings import LabSettings
+from agent_lab.interfaces.web import CLOSE_SLOW_CONSUMER, WebOptions
+
+
+def read_until(ws: ClientConnection, kind: str, timeout: float = 20) -> list[dict[str, Any]]:
+    frames = []
+    deadline = time.monotonic() + timeout
+    while True:
+        frame = json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+        frames.append(frame)
+        message = frame["message"] if "offset" in frame else frame
+        assert message.get("type") != "error" or kind == "error", message
+        if message.get("type") == kind:
+            return frames
+
+
+def request_for(srv: ServedLab, text: str, **extra: Any) -> str:
+    assert srv.lab is not None
+    return json.dumps(start_message(srv.lab, text, **extra))
+
+
+def test_rest_and_page_over_http(settings: LabSettings) -> None:
+    with served(settings) as srv:
+        health = httpx.get(srv.base_url + "/api/health").json()
+        page = httpx.get(srv.base_url + "/")
+        tools = httpx.get(srv.base_url + "/api/tools").json()["tools"]
+    assert health["status"] == "ok"
+    assert page.status_code == 200 and "Agent Lab" in page.text
+    assert {tool["name"] for tool in tools} >= {"handoff_note", "session.terminate"}
+
+
+def test_a_turn_over_a_real_websocket(settings: LabSettings) -> None:
+    with served(settings) as srv:
+        with connect(srv.ws_url + "/ws/sessions/real", proxy=None) as ws:
+            ws.send(request_for(srv, "Search for sqlite wal and set the volume to 20"))
+            frames = read_until(ws, "turn_completed")
+        detail = httpx.get(srv.base_url + "/api/sessions/real").json()
+    kinds = {frame["message"]["type"] for frame in frames if "message" in frame}
+    assert {"message_delta", "event", "tool_result", "round_stats"} <= kinds
+    assert detail["live"] is True and detail["usage"]["tool_count"] == 2
+
+
+def test_token_protects_http_and_socket(settings: LabSettings) -> None:
+    with served(settings, token="tok") as srv:
+        denied = httpx.get(srv.base_url + "/api/sessions")
+        allowed = httpx.get(srv.base_url + "/api/sessions", headers={"Authorization": "Bearer tok"})
+        url = srv.ws_url + "/ws/sessions/x"
+        with connect(url, proxy=None) as ws, pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=5)
+    assert denied.status_code == 401 and allowed.status_code == 200
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+
+
+def test_dropped_client_reconnects_and_resumes(lab_home: Path) -> None:
+    slow = lab_settings(lab_home, simulated_ttft_ms=20, simulated_tokens_per_second=150)
+    with served(slow) as srv:
+        url = srv.ws_url + "/ws/sessions/resume"
+        ws = connect(url, proxy=None)
+        ws.send(request_for(srv, "Search for sqlite wal and set the volume to 20"))
+        before = read_until(ws, "message_delta")
+        ws.socket.shutdown(socket.SHUT_RDWR)  # the network goes away, no closing handshake
+        ws.close()
+        last = before[-1]["offset"]
+        with connect(url, proxy=None) as again:
+            again.send(json.dumps({"type": "start", "resume_from": last}))
+            after = read_until(again, "turn_completed")
+    got = [frame["offset"] for frame in after if "offset" in frame]
+    assert after[0]["resumed"] is True
+    assert got == list(range(last + 1, last + 1 + len(got)))
+
+
+@pytest.mark.asyncio
+async def test_concurrent_sessions_on_one_server(lab_home: Path) -> None:
+    settings = lab_settings(lab_home, simulated_ttft_ms=30, simulated_tokens_per_second=300)
+    with served(settings) as srv:
+        request = start_message(_open_lab(srv), "Search for sqlite wal and set the volume to 20")
+
+        async def one(index: int) -> float:
+            started = time.monotonic()
+            url = f"{srv.ws_url}/ws/sessions/many-{index}"
+            async with async_connect(url, proxy=None) as ws:
+                await ws.send(json.dumps(request))
+                while True:
+                    frame = json.loads(await ws.recv())
+                    if frame.get("message", {}).get("type") == "turn_completed":
+                        return time.monotonic() - started
+
+        durations = await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(10))), 60)
+        async with httpx.AsyncClient(base_url=srv.base_url) as client:
+            listed = (await client.get("/api/sessions")).json()["sessions"]
+    assert len(listed) == 10
+    assert max(durations) < 30
+
+
+def _open_lab(srv: ServedLab) -> Lab:
+    assert srv.lab is not None
+    return srv.lab
+
+
+def subscriber_count(srv: ServedLab, session_id: str) -> int:
+    async def count() -> int:
+        hub = srv.server.config.app.state.web.hub  # type: ignore[union-attr]
+        live = hub.get(session_id)
+        return -1 if live is None else int(live.subscriber_count)
+
+    return int(srv.call(count()))
+
+
+def stalled_client(url: str) -> ClientConnection:
+    """A client that reads nothing: a tiny receive window and a one-frame queue."""
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((host, int(port)))
+    return connect(url, sock=sock, max_queue=1, compression=None, proxy=None)
+
+
+def test_a_slow_browser_is_dropped_and_stalls_nobody(settings: LabSettings) -> None:
+    with served(settings, options=WebOptions(send_buffer=64)) as srv:
+        url = srv.ws_url + "/ws/sessions/shared"
+        stalled = stalled_client(url)
+        stalled.send(request_for(srv, "Search for sqlite wal"))
+        wait_for(lambda: subscriber_count(srv, "shared") == 1)
+        with connect(url, proxy=None, max_queue=4096, max_size=None) as fast:
+            fast.send(json.dumps({"type": "start", "resume_from": None}))
+            read_until(fast, "turn_completed")
+            turn_times = []
+            for index in range(60):
+                started = time.monotonic()
+                text = f"Search for wal mode {index} " + "and more context " * 300
+                fast.send(json.dumps({"type": "user", "content": text}))
+                read_until(fast, "turn_completed", timeout=10)
+                turn_times.append(time.monotonic() - started)
+                if subscriber_count(srv, "shared") == 1:
+                    break
+            assert subscriber_count(srv, "shared") == 1, "the stalled client was never dropped"
+            with connect(srv.ws_url + "/ws/sessions/other", proxy=None) as other:
+                other.send(request_for(srv, "Set the volume to 20"))
+                read_until(other, "turn_completed", timeout=10)
+        assert max(turn_times) < 10
+        seen, code = drain(stalled)
+        assert code == CLOSE_SLOW_CONSUMER
+        with connect(url, proxy=None, max_size=None) as back:
+            back.send(json.dumps({"type": "start", "resume_from": seen[-1]}))
+            attached = json.loads(back.recv(timeout=10))
+            missed = _missed(attached, seen)
+            replayed = [json.loads(back.recv(timeout=10))["offset"] for _ in missed]
+    assert attached["live"] is True and attached["resumed"] is True
+    assert replayed == list(range(seen[-1] + 1, attached["next_offset"]))
+
+
+def _missed(attached: dict[str, Any], seen: list[int]) -> range:
+    return range(seen[-1] + 1, attached["next_offset"])
+
+
+def wait_for(condition: Any, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition never became true"
+        time.sleep(0.02)
+
+
+def drain(ws: ClientConnection) -> tuple[list[int], int | None]:
+    offsets = []
+    try:
+        while True:
+            frame = json.loads(ws.recv(timeout=10))
+            if "offset" in frame:
+                offsets.append(frame["offset"])
+    except ConnectionClosed as closed:
+        return offsets, closed.rcvd.code if closed.rcvd is not None else None
