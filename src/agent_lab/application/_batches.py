@@ -121,6 +121,7 @@ async def run_dual_batch(
         round_index=turn.round_index,
         audit=engine.auditor.emit,
     )
+    engine.deps.ensure_event_agent()
     await engine.deps.queues.events.put(request)
     done = await _collect_dual_replies(engine, turn, request)
     if done.outcome.failure is not None:

@@ -71,10 +71,16 @@ class SessionRunner:
         if session is None:
             return
         self.engine = TurnEngine(
-            EngineDeps(self.client, self.registry, self.executor, self.queues, self.auditor),
+            EngineDeps(
+                self.client,
+                self.registry,
+                self.executor,
+                self.queues,
+                self.auditor,
+                ensure_event_agent=self._ensure_event_agent,
+            ),
             session,
         )
-        self._start_event_agent()
         try:
             waits_for_input = not self.one_shot and not self.request.user_message
             # The first turn's timeline starts now, unless it starts when input arrives.
@@ -205,7 +211,7 @@ class SessionRunner:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise
-            await self._restart_event_agent()
+            await self._stop_event_agent()  # its batch died with the turn
             return TurnOutcome("cancelled", "turn cancelled", "cancelled")
         finally:
             self._turn_task = None
@@ -239,7 +245,10 @@ class SessionRunner:
             if message is not None:
                 return message
 
-    def _start_event_agent(self) -> None:
+    def _ensure_event_agent(self) -> None:
+        """Start the event agent on the first dual batch (sessions without one never pay)."""
+        if self._event_agent_task is not None and not self._event_agent_task.done():
+            return
         agent = EventAgent(
             self.client,
             self.registry,
@@ -256,10 +265,8 @@ class SessionRunner:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-
-    async def _restart_event_agent(self) -> None:
-        await self._stop_event_agent()
-        self._start_event_agent()
+        while not self.queues.events.empty():  # a request its turn no longer waits for
+            self.queues.events.get_nowait()
 
 
 def _open_failure_reason(exc: Exception) -> str:

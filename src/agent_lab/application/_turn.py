@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from agent_lab.application import _outputs, _policies
@@ -45,7 +46,7 @@ class EngineDeps:
     executor: EventBatchExecutor
     queues: RuntimeQueues
     auditor: Auditor
-    scopes: list[str] = field(default_factory=list)
+    ensure_event_agent: Callable[[], None]
 
 
 class TurnEngine:

@@ -19,6 +19,7 @@ from agent_lab.interfaces import (
     cli_chat,
     cli_compare,
     cli_demo,
+    cli_local,
     cli_replay,
     cli_run,
     cli_serve,
@@ -109,6 +110,7 @@ def build_app() -> typer.Typer:
     app.command("replay", help=help_text(cli_replay.REPLAY_HELP))(cli_replay.replay)
     app.command("simulate", help=help_text(cli_serve.SIMULATE_HELP))(cli_serve.simulate)
     app.command("serve", help=help_text(cli_serve.SERVE_HELP))(cli_serve.serve)
+    app.add_typer(cli_local.build_local_app(), name="local")
     return app
 
 
