@@ -192,17 +192,34 @@ async def over_http(base_url: str, load: Load) -> LoadResult:
 
 
 def in_process(
-    load: Load, *, collect: bool = True, latency: LatencyModel | None = None
+    load: Load,
+    *,
+    collect: bool = True,
+    freeze: bool = False,
+    latency: LatencyModel | None = None,
 ) -> LoadResult:
-    """The in-process variant; ``collect=False`` disables the garbage collector (diagnostic)."""
+    """The in-process variant.
+
+    ``freeze=True`` moves the start-up heap out of the collector's reach first
+    (``gc.freeze()``, as ``agent-lab serve`` does); ``collect=False`` disables the
+    garbage collector altogether (a diagnostic only).
+    """
     model = InProcessSimClient(latency)
-    label = "in-process" + ("" if collect else ", garbage collector off (diagnostic)")
+    label = "in-process"
+    if freeze:
+        label += ", start-up heap frozen (gc.freeze, as agent-lab serve does)"
+    if not collect:
+        label += ", garbage collector off (diagnostic)"
+    if freeze:
+        gc.collect()
+        gc.freeze()
     if not collect:
         gc.disable()
     try:
         return asyncio.run(drive(label, lambda stamps: StampedClient(model, stamps), load))
     finally:
         gc.enable()
+        gc.unfreeze()
 
 
 async def active_memory(sessions: int) -> float:
@@ -234,9 +251,15 @@ def run(quick: bool = False, http_sessions: list[int] | None = None) -> Report:
         "idle_traced": asyncio.run(idle_memory(load.sessions)),
         "active_traced": asyncio.run(active_memory(load.sessions)),
     }
+    variants = [(True, False), (True, True), (False, False)]
     results = [
-        median_run([in_process(load, collect=collect, latency=latency) for _ in range(repeats)])
-        for collect in (True, False)
+        median_run(
+            [
+                in_process(load, collect=collect, freeze=freeze, latency=latency)
+                for _ in range(repeats)
+            ]
+        )
+        for collect, freeze in variants
     ]
     server_args = ["30", "400"] if quick else []
     with server_process(SERVER, *server_args) as base_url:
