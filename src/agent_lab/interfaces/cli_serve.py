@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import secrets
-import gc
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
