@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import json
+import gc
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from agent_lab.application.contracts import ToolInvocationMode
 from agent_lab.application.events import EventBatchResult, EventSource
@@ -36,7 +38,15 @@ class ModelCall:
     @property
     def raw_chunks(self) -> list[dict[str, Any]]:
         """The chunks as dicts, exactly as the provider sent them."""
-        return [json.loads(c) if isinstance(c, bytes) else c for c in self._chunks]
+        # Thousands of new, long-lived dicts at once: collecting while they are being
+        # built only scans them again and again, so the collector waits until the end.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            return [orjson.loads(c) if isinstance(c, bytes) else c for c in self._chunks]
+        finally:
+            if paused:
+                gc.enable()
 
 
 def chat_metric(

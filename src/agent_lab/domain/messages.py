@@ -47,9 +47,12 @@ StreamItemKind = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StreamItem:
-    """One item of a chat client's stream.
+    """One item of a chat client's stream (treat it as immutable).
+
+    Not a frozen dataclass on purpose: one is built per provider chunk, and a frozen
+    dataclass's constructor costs about five times as much.
 
     Build items with the constructors; which field is set depends on ``kind``:
     ``raw_chunk`` → ``chunk``; ``message_delta`` → ``content``; ``usage`` → ``usage``;

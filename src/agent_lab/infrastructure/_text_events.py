@@ -64,6 +64,8 @@ class TextEventParser:
         Returns:
             Visible text and events, in the order they appeared.
         """
+        if not self._pending and not self._in_block and EVENT_BLOCK_START[0] not in text:
+            return [text] if text else []  # the common case: plain text, nothing held
         buffer = self._pending + text if self._pending else text
         pieces: list[TextPiece] = []
         while buffer:
