@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent_lab.application._persistence import SessionRecorder
-from agent_lab.application._transcript import History
+from agent_lab.application._transcript import History, RequestPrefix
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.session_store import CallMetric
 
@@ -27,9 +27,14 @@ class SessionState:
     next_turn_index: int
     recorder: SessionRecorder | None
     one_shot: bool
+    prefix: RequestPrefix = field(init=False)
+    """System prompts and pre-messages, the same for every chat call."""
     buffered: deque[Any] = field(default_factory=deque)
     """Input that arrived while tools ran, handled after the batch."""
     terminated: bool = False
+
+    def __post_init__(self) -> None:
+        self.prefix = RequestPrefix(self.request)
 
     @property
     def mode(self) -> Any:

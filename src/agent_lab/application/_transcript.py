@@ -56,21 +56,30 @@ def system_messages(request: DebugRunRequest) -> list[ChatMessage]:
     return [ChatMessage(role="system", content=prompt) for prompt in prompts]
 
 
+class RequestPrefix:
+    """What every chat call of a session starts with: system prompts and pre-messages,
+    dumped once, and where the event catalog goes (after the leading system messages)."""
+
+    def __init__(self, request: DebugRunRequest) -> None:
+        self.messages = [*system_messages(request), *request.pre_messages]
+        self.dumps = [message.model_dump() for message in self.messages]
+        self.catalog_at = next(
+            (index for index, message in enumerate(self.messages) if message.role != "system"),
+            len(self.messages),
+        )
+
+
 def chat_request_messages(
-    request: DebugRunRequest, history: History, catalog: str | None
+    prefix: RequestPrefix, history: History, catalog: str | None
 ) -> ChatRequestMessages:
     """System prompts, the catalog after the leading system messages, pre-messages, history."""
-    leading = [*system_messages(request), *request.pre_messages]
+    messages = [*prefix.messages, *history.messages]
+    dumps = [*prefix.dumps, *history.dumps]
     if catalog is not None:
-        position = next(
-            (index for index, message in enumerate(leading) if message.role != "system"),
-            len(leading),
-        )
-        leading.insert(position, ChatMessage(role="system", content=catalog))
-    return ChatRequestMessages(
-        messages=[*leading, *history.messages],
-        dumps=[*(message.model_dump() for message in leading), *history.dumps],
-    )
+        catalog_message = ChatMessage(role="system", content=catalog)
+        messages.insert(prefix.catalog_at, catalog_message)
+        dumps.insert(prefix.catalog_at, catalog_message.model_dump())
+    return ChatRequestMessages(messages=messages, dumps=dumps)
 
 
 def event_agent_history(

@@ -270,7 +270,7 @@ class TurnEngine:
         accepted: StreamItemKind | None = None
         if offered:
             accepted = "text_event" if dual else "provider_tool_call"
-        sent = chat_request_messages(request, self.session.history, catalog)
+        sent = chat_request_messages(self.session.prefix, self.session.history, catalog)
         return ChatRoundRequest(
             round_index=turn.round_index,
             messages=sent.messages,
