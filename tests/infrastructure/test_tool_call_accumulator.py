@@ -171,3 +171,11 @@ def test_string_index_and_junk_entries() -> None:
         {"index": "0", "function": fn(arguments="}")},
         {"index": 1, "id": "b", "function": "not a mapping"},
     ) == [("a", "tool", {}, "{}")]
+
+
+def test_a_raw_newline_inside_a_string_argument_still_parses() -> None:
+    # llama.cpp's grammar lets a model write a bare newline inside a JSON string
+    assert accumulate(
+        {"index": 0, "id": "a", "type": "function", "function": fn("search", '{"query": "one')},
+        {"index": 0, "function": fn(arguments='\ntwo"}')},
+    ) == [("a", "search", {"query": "one\ntwo"}, '{"query": "one\ntwo"}')]

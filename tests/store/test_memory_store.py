@@ -365,6 +365,7 @@ def test_usage_summary_aggregates_calls_turns_and_session(store: SessionStore) -
         "model_calls": 4,
         "tool_count": 2,
         "fallback_count": 1,
+        "unreported_usage_calls": 1,
         "user_message": "first",
     }
     assert turn_two["total_tokens"] == 100 and turn_two["model_calls"] == 1
@@ -376,6 +377,7 @@ def test_usage_summary_aggregates_calls_turns_and_session(store: SessionStore) -
         "model_calls": 5,
         "tool_count": 2,
         "fallback_count": 1,
+        "unreported_usage_calls": 1,
         "turn_count": 2,
         "turn_wall_time_ms": 100,
     }

@@ -107,11 +107,14 @@ def rendered_journal_message(
 
 
 def tally(calls: Iterable[dict[str, Any]]) -> dict[str, int]:
-    totals = dict.fromkeys((*TOKEN_FIELDS, "model_calls", "tool_count", "fallback_count"), 0)
+    names = (*TOKEN_FIELDS, "model_calls", "tool_count", "fallback_count")
+    totals = dict.fromkeys((*names, "unreported_usage_calls"), 0)
     for call in calls:
         for field in TOKEN_FIELDS:
             totals[field] += int(call[field])
-        totals["model_calls"] += call["call_kind"] in MODEL_CALL_KINDS
+        model_call = call["call_kind"] in MODEL_CALL_KINDS
+        totals["model_calls"] += model_call
+        totals["unreported_usage_calls"] += model_call and not call["usage_reported"]
         totals["tool_count"] += call["call_kind"] == "tool_execution"
         totals["fallback_count"] += call["call_kind"] == "argument_fallback"
     return totals

@@ -17,6 +17,7 @@ Malformed argument text yields ``arguments={}`` with the text kept in ``raw_argu
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -189,8 +190,17 @@ def _final_arguments(call: _PartialCall) -> tuple[dict[str, Any], str]:
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return {}, raw
+        value = _lenient(raw)
     return (value, raw) if isinstance(value, dict) else ({}, raw)
+
+
+def _lenient(raw: str) -> object:
+    """Arguments with raw control characters inside strings (llama.cpp's grammar lets a
+    model write a bare newline there) still parse; anything else malformed is ``{}``."""
+    try:
+        return json.loads(raw, strict=False)
+    except ValueError:
+        return {}
 
 
 def _as_index(value: object) -> int | None:

@@ -29,7 +29,7 @@ from agent_lab.interfaces.compare import (
     run_scenario,
     scenario_settings,
 )
-from agent_lab.interfaces.render import ConversationRenderer, metric_table
+from agent_lab.interfaces.render import ConversationRenderer, metric_table, tokens_text
 from agent_lab.scenarios import load_scenario
 
 DEMO_HELP = """Run the bundled demo conversation in both tool modes, offline, and compare them.
@@ -112,7 +112,7 @@ def _ms(value: float | None) -> str:
 
 
 def _tokens(run: SessionRun) -> str:
-    return f"{run.totals.get('total_tokens', 0)} ({run.totals.get('cached_tokens', 0)})"
+    return tokens_text(run.totals)
 
 
 def _print_next_steps(console: Console, runs: Sequence[SessionRun], options: LabOptions) -> None:

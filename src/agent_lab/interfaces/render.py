@@ -27,6 +27,7 @@ __all__ = [
     "sessions_table",
     "short",
     "transcript_lines",
+    "tokens_text",
     "turn_metrics_table",
 ]
 
@@ -40,14 +41,23 @@ def short(text: str, limit: int = _RESULT_PREVIEW) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def round_chip(message: Mapping[str, Any]) -> Text:
-    """The one-line stats chip of a ``round_stats`` message."""
+def round_chip(message: Mapping[str, Any], *, usage_reported: bool = True) -> Text:
+    """The one-line stats chip of a ``round_stats`` message.
+
+    ``usage_reported=False`` (no ``usage`` message in the round) shows the tokens as not
+    reported rather than as zero.
+    """
     ttft = message.get("ttft_ms")
+    tokens = (
+        f"{message.get('total_tokens', 0)} tok ({message.get('cached_tokens', 0)} cached)"
+        if usage_reported
+        else "tokens not reported"
+    )
     parts = [
         f"round {message.get('round_index')}",
         f"TTFT {ttft} ms" if ttft is not None else "no text",
         f"{message.get('elapsed_ms')} ms",
-        f"{message.get('total_tokens', 0)} tok ({message.get('cached_tokens', 0)} cached)",
+        tokens,
     ]
     if message.get("had_event"):
         parts.append("tools")
@@ -72,12 +82,16 @@ class ConversationRenderer:
         self.show_audits = show_audits
         self.show_stats = show_stats
         self._line_open = False
+        self._usage_seen = False
 
     def render(self, message: Mapping[str, Any]) -> None:
         """Print one output message."""
         kind = message.get("type")
         if kind == "message_delta":
             self._delta(str(message.get("content", "")))
+            return
+        if kind == "usage":
+            self._usage_seen = True
             return
         handler = _HANDLERS.get(str(kind))
         if handler is not None:
@@ -122,7 +136,8 @@ class ConversationRenderer:
 
     def _round_stats(self, message: Mapping[str, Any]) -> None:
         if self.show_stats:
-            self.console.print(round_chip(message))
+            self.console.print(round_chip(message, usage_reported=self._usage_seen))
+        self._usage_seen = False
 
     def _session_started(self, message: Mapping[str, Any]) -> None:
         if message.get("session_id"):
@@ -232,9 +247,20 @@ def turn_metrics_table(summary: Mapping[str, Any]) -> Table:
             str(turn.get("model_calls", 0)),
             str(turn.get("fallback_count", 0)),
             str(turn.get("tool_count", 0)),
-            f"{turn.get('total_tokens', 0)} ({turn.get('cached_tokens', 0)})",
+            tokens_text(turn),
         )
     return table
+
+
+def tokens_text(totals: Mapping[str, Any]) -> str:
+    """``total (cached)`` tokens, saying so when the provider reported no usage."""
+    text = f"{totals.get('total_tokens', 0)} ({totals.get('cached_tokens', 0)})"
+    unreported = int(totals.get("unreported_usage_calls", 0))
+    if unreported and unreported >= int(totals.get("model_calls", 0)):
+        return "not reported"
+    if unreported:
+        return f"{text}, {unreported} call(s) not reported"
+    return text
 
 
 def audit_timeline_table(audits: Sequence[Mapping[str, Any]]) -> Table:
