@@ -964,3 +964,31 @@ def test_calendar_port_round_trips_entries(tmp_path: Path) -> None:
 
     assert calendar.list_entries() == [stored]
     assert stored.entry_id
+
+
+@pytest.mark.asyncio
+async def test_first_use_of_the_shared_tools_file_by_concurrent_handlers_never_fails(
+    tmp_path: Path,
+) -> None:
+    # notes, calendar and volume share one SQLite file; its first-use setup once raced
+    from agent_lab.application.tools import build_default_tool_registry
+    from agent_lab.infrastructure.builtin_backends import local_backends
+
+    schedule = {
+        "title": "Design review",
+        "start_at": "2026-07-14T09:30:00+08:00",
+        "timezone": "Asia/Shanghai",
+    }
+    errors = []
+    for attempt in range(40):
+        registry = build_default_tool_registry(local_backends(tmp_path / f"home-{attempt}"))
+        calls = [
+            ToolCallEvent(id="c", name="calendar.schedule.create", arguments=schedule),
+            ToolCallEvent(
+                id="v", name="device.volume.adjust", arguments={"mode": "absolute", "value": 3}
+            ),
+            ToolCallEvent(id="n", name="handoff_note", arguments={"message": "remember"}),
+        ]
+        results = await asyncio.gather(*(registry.execute_async(call) for call in calls))
+        errors += [result["error"] for result in results if "error" in result]
+    assert errors == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,11 @@ from pathlib import Path
 from agent_lab.application.builtin_tools import BuiltinToolError
 
 _BUSY_TIMEOUT_SECONDS = 10.0
+# Several tools share one file: its first-use setup (switching to WAL, creating tables)
+# must not race between handler threads, since SQLite does not wait on a busy journal
+# mode switch. Paths already set up in this process:
+_SETUP_LOCK = threading.Lock()
+_SET_UP: set[tuple[Path, str]] = set()
 
 
 @contextmanager
@@ -36,8 +42,7 @@ class ToolDatabase:
     def __init__(self, path: Path, schema: str) -> None:
         self.path = path
         self._schema = schema
-        self._ready = False
-        self._lock = threading.Lock()
+        self._key = (path.resolve(), schema)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -70,10 +75,23 @@ class ToolDatabase:
             connection.close()
 
     def _ensure_schema(self, connection: sqlite3.Connection) -> None:
-        if self._ready:
+        if self._key in _SET_UP:
             return
-        with self._lock:
-            if not self._ready:
-                connection.execute("PRAGMA journal_mode=WAL")
+        with _SETUP_LOCK:
+            if self._key not in _SET_UP:
+                _switch_to_wal(connection)
                 connection.executescript(self._schema)
-                self._ready = True
+                _SET_UP.add(self._key)
+
+
+def _switch_to_wal(connection: sqlite3.Connection) -> None:
+    """``journal_mode=WAL``, retried while another process holds the file for a moment."""
+    deadline = time.monotonic() + _BUSY_TIMEOUT_SECONDS
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
