@@ -674,9 +674,9 @@ def test_local_serve_without_the_extra_says_how_to_install_it(
     assert errors[0].startswith("error: ") and "pip install 'agent-lab[local]'" in errors[0]
 
 
+@pytest.mark.local_llm
+@needs_extra
 def test_local_serve_refuses_a_non_loopback_host(tmp_path: Path) -> None:
-    if not is_local_extra_installed():
-        pytest.skip(LOCAL_INSTALL_HINT)
     result = CliRunner().invoke(
         app, ["local", "serve", "--host", "0.0.0.0"], env=_runner_env(tmp_path)
     )

@@ -211,6 +211,7 @@ def test_only_loopback_addresses_are_accepted() -> None:
         LocalModelServer(host="0.0.0.0")
 
 
+@pytest.mark.local_llm
 @needs_extra
 def test_a_busy_explicit_port_is_refused_before_launch(tmp_path: Path) -> None:
     model = tmp_path / "model.gguf"
