@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from enum import Enum
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any, Final
 from pydantic import BaseModel
 
 from agent_lab.application._transcript import fold_title
-from agent_lab.domain.errors import UsageError
+from agent_lab.domain.errors import SessionBusy, UsageError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
@@ -48,6 +49,28 @@ def checked_id(session_id: str) -> str:
 
 def session_title(title: str) -> str:
     return fold_title(title, TITLE_LIMIT)
+
+
+def claim_with_wait(
+    try_claim: Callable[[], tuple[str | None, str]],
+    session_id: str,
+    wait_seconds: float,
+    poll_seconds: float,
+) -> str:
+    """Call ``try_claim`` until it returns a token or ``wait_seconds`` have passed.
+
+    Raises:
+        SessionBusy: naming the holder ``try_claim`` reported last.
+    """
+    deadline = time.monotonic() + max(wait_seconds, 0.0)
+    while True:
+        token, holder = try_claim()
+        if token is not None:
+            return token
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise SessionBusy(session_id, holder)
+        time.sleep(min(poll_seconds, remaining))
 
 
 def check_positive(value: float, name: str) -> None:

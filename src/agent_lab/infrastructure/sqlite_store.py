@@ -50,6 +50,7 @@ from agent_lab.application._store_records import (
     check_positive,
     check_unique_events,
     checked_id,
+    claim_with_wait,
     dumps,
     message_json,
     new_id,
@@ -539,15 +540,12 @@ class SQLiteSessionStore:
             SessionNotFound: no session has that id.
         """
         check_positive(lease_seconds, "lease_seconds")
-        deadline = time.monotonic() + max(wait_seconds, 0.0)
-        while True:
-            token, holder = self._try_claim(session_id, owner, lease_seconds)
-            if token is not None:
-                return token
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise SessionBusy(session_id, holder)
-            time.sleep(min(_CLAIM_POLL_SECONDS, remaining))
+        return claim_with_wait(
+            lambda: self._try_claim(session_id, owner, lease_seconds),
+            session_id,
+            wait_seconds,
+            _CLAIM_POLL_SECONDS,
+        )
 
     def renew_claim(self, session_id: str, token: str, *, lease_seconds: float = 30.0) -> None:
         """Extend the claim's lease (the claimant's heartbeat).
