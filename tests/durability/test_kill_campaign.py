@@ -123,6 +123,7 @@ async def _reconnect(db: Path, session_id: str, mode: str) -> list[dict[str, Any
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(max(120, KILLS * 3))
 def test_sigkill_at_random_moments_loses_nothing_committed(tmp_path: Path) -> None:
     db = tmp_path / "campaign.sqlite3"
     effects = tmp_path / "effects.sqlite3"
