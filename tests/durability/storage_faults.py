@@ -25,11 +25,11 @@ from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 
 SITES: dict[str, str] = {
     "session_start": "ensure_session",
-    "turn_start": "start_turn",
-    "user_message": "append_messages",
+    "turn_start_and_user_message": "start_turn",
     "tool_call_block": "begin_batch",
     "result": "record_result",
     "batch_commit": "commit_batch",
+    "answer": "append_messages",
     "audit": "append_audits",
     "usage": "append_usages",
 }

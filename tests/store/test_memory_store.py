@@ -756,3 +756,14 @@ def test_sqlite_and_memory_stores_give_identical_results(tmp_path: Any) -> None:
     assert _strip_volatile(from_sqlite) == _strip_volatile(from_memory)
     assert list(from_sqlite["usage"]["calls"][0]) == list(from_memory["usage"]["calls"][0])
     assert list(from_sqlite["messages"][0]) == list(from_memory["messages"][0])
+
+
+def test_a_turn_starts_together_with_its_user_message(store: SessionStore) -> None:
+    session_id = _new_session(store)
+    store.start_turn(session_id, 1, "hello", messages=[user("hello")])
+    assert [
+        (m["turn_index"], m["role"], m["content"]) for m in store.list_messages(session_id)
+    ] == [(1, "user", "hello")]
+    with pytest.raises(UsageError):
+        store.start_turn(session_id, 1, "again", messages=[user("again")])
+    assert [m["content"] for m in store.list_messages(session_id)] == ["hello"]

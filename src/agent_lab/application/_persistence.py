@@ -109,11 +109,14 @@ class SessionRecorder:
                 )
 
     async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
-        def write() -> None:
-            self.store.start_turn(self.session_id, turn_index, user_message.content)
-            self.store.append_messages(self.session_id, turn_index, [user_message])
-
-        await self._call(write)
+        """The turn and its user message, in one transaction."""
+        await self._call(
+            self.store.start_turn,
+            self.session_id,
+            turn_index,
+            user_message.content,
+            messages=[user_message],
+        )
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
         if messages:

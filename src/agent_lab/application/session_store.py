@@ -72,7 +72,14 @@ class SessionStore(Protocol):
 
     # turns
     def next_turn_index(self, session_id: str) -> int: ...
-    def start_turn(self, session_id: str, turn_index: int, user_message: str) -> None: ...
+    def start_turn(
+        self,
+        session_id: str,
+        turn_index: int,
+        user_message: str,
+        *,
+        messages: list[ChatMessage] | None = None,
+    ) -> None: ...
     def complete_turn(
         self,
         session_id: str,

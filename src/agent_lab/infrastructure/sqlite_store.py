@@ -226,12 +226,21 @@ class SQLiteSessionStore:
             ).fetchone()
         return int(row[0]) + 1
 
-    def start_turn(self, session_id: str, turn_index: int, user_message: str) -> None:
-        """Record a running turn; the user message is appended separately.
+    def start_turn(
+        self,
+        session_id: str,
+        turn_index: int,
+        user_message: str,
+        *,
+        messages: list[ChatMessage] | None = None,
+    ) -> None:
+        """Record a running turn, and append ``messages`` (e.g. the user's) in the same
+        transaction.
 
         Raises:
             UsageError: the turn already exists.
         """
+        rows = [_message_fields(message) for message in messages or []]
         with self._write() as conn:
             _require_session(conn, session_id)
             if _turn_exists(conn, session_id, turn_index):
@@ -242,6 +251,8 @@ class SQLiteSessionStore:
                 " VALUES (?, ?, 'running', ?, ?)",
                 (session_id, turn_index, user_message, now),
             )
+            if rows:
+                _insert_messages(conn, session_id, turn_index, rows)
             _touch(conn, session_id, now)
 
     def complete_turn(

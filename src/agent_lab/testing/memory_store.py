@@ -201,12 +201,20 @@ class InMemorySessionStore:
         with self._locked():
             return max(self._session(session_id).turns, default=0) + 1
 
-    def start_turn(self, session_id: str, turn_index: int, user_message: str) -> None:
-        """Record a running turn; the user message is appended separately.
+    def start_turn(
+        self,
+        session_id: str,
+        turn_index: int,
+        user_message: str,
+        *,
+        messages: list[ChatMessage] | None = None,
+    ) -> None:
+        """Record a running turn and append ``messages`` with it, atomically.
 
         Raises:
             UsageError: the turn already exists.
         """
+        encoded = [message_json(message) for message in messages or []]
         with self._locked():
             session = self._session(session_id)
             if turn_index in session.turns:
@@ -214,6 +222,7 @@ class InMemorySessionStore:
             now = now_iso()
             session.turns[turn_index] = _Turn(user_message=user_message, started_at=now)
             session.updated_at = now
+            _append(session, turn_index, encoded)
 
     def complete_turn(
         self,
