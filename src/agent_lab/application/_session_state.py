@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from agent_lab.application._persistence import SessionRecorder
 from agent_lab.application._transcript import History, RequestPrefix
-from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric
 
 TurnStatus = Literal["completed", "terminated", "failed", "cancelled"]
@@ -37,7 +37,7 @@ class SessionState:
         self.prefix = RequestPrefix(self.request)
 
     @property
-    def mode(self) -> Any:
+    def mode(self) -> ToolInvocationMode:
         return self.request.tool_invocation_mode
 
 

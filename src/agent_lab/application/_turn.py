@@ -33,6 +33,7 @@ from agent_lab.application.events import EventBatchExecutor
 from agent_lab.application.ports import ChatClient
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.tools import ToolRegistry
+from agent_lab.domain import errors
 from agent_lab.domain.errors import AgentLabError, ModelBehaviorError, PersistenceFailed
 from agent_lab.domain.messages import ChatMessage, StreamItemKind
 
@@ -336,8 +337,6 @@ def as_user_message(item: Any) -> ChatMessage | None:
 
 
 def _failure_reason(exc: AgentLabError) -> str:
-    from agent_lab.domain import errors
-
     if isinstance(exc, errors.ProviderHTTPError):
         return f"provider_error:http_{exc.status}"
     if isinstance(exc, errors.ProviderConnectionError):
