@@ -19,11 +19,11 @@ from typing import Any
 
 from agent_lab.application.contracts import AgentParams
 from agent_lab.domain.messages import ChatMessage, StreamItem
-from agent_lab.infrastructure._chunk_parser import ChunkStream
-from agent_lab.infrastructure._sim_phrasing import plain_answer
-from agent_lab.infrastructure._sim_planner import Reply
-from agent_lab.infrastructure._sim_wire import DONE, CompletionMeta, frames, sse
-from agent_lab.infrastructure.simulated_provider import LatencyModel
+from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
+from agent_lab.infrastructure.simulator.phrasing import plain_answer
+from agent_lab.infrastructure.simulator.planner import Reply
+from agent_lab.infrastructure.simulator.provider import LatencyModel
+from agent_lab.infrastructure.simulator.wire import DONE, CompletionMeta, frames, sse
 
 
 class StampedOutput(asyncio.Queue[Any]):
@@ -56,8 +56,8 @@ class StampedClient:
     ) -> AsyncIterator[StreamItem]:
         stamp: float | None = None
         async for item in self.inner.stream_chat(messages, tools, params, tool_choice):
-            if item.kind == "raw_chunk" and item.chunk is not None:
-                stamp = item.chunk.get("t")
+            if item.kind == "raw_chunk" and item.raw_chunk is not None:
+                stamp = item.raw_chunk.get("t")
             elif item.kind == "message_delta" and stamp is not None:
                 self.stamps.append(stamp)
             yield item

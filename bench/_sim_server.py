@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from agent_lab.infrastructure.simulated_provider import (
+from agent_lab.infrastructure.simulator.provider import (
     LatencyModel,
     SimulatedProvider,
     SimulatedProviderServer,

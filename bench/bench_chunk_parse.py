@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 from openai.types.chat import ChatCompletionChunk
 
-from agent_lab.infrastructure._chunk_parser import ChunkStream
+from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SECTION_START = "<!-- bench_chunk_parse:start -->"

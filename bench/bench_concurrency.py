@@ -46,7 +46,7 @@ from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolRegistry
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
-from agent_lab.infrastructure.simulated_provider import LatencyModel
+from agent_lab.infrastructure.simulator.provider import LatencyModel
 from bench._common import Check, ListClient, Report, percentile, request, server_process, table
 from bench._load import InProcessSimClient, StampedClient, StampedOutput
 

@@ -18,8 +18,8 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from agent_lab.interfaces import cli_serve
-from agent_lab.interfaces.cli_serve import is_loopback
+from agent_lab.interfaces.cli import serve as cli_serve
+from agent_lab.interfaces.cli.serve import is_loopback
 
 COMMANDS = [
     ("demo",),

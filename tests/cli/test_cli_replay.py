@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import Invoke, copy_database, invoke_in, sessions_by_mode
 
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
-from agent_lab.interfaces.replay import (
+from agent_lab.interfaces.cli.replay import (
     RecordedCall,
     TurnRecord,
     compare_turns,

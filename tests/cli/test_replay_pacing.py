@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_lab.interfaces.replay import RecordedCall, pacing
+from agent_lab.interfaces.cli.replay import RecordedCall, pacing
 
 
 def _call(offsets: list[float] | None) -> RecordedCall:

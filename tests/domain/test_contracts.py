@@ -40,7 +40,7 @@ def test_stream_item_constructors_set_their_kind() -> None:
         "event": StreamItem.event(event),
     }
     assert {kind: item.kind for kind, item in items.items()} == {k: k for k in items}
-    assert items["text_event"].tool_call is event
+    assert items["text_event"].event is event
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from agent_lab.application.contracts import AgentParams
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
-from agent_lab.infrastructure._request_body import build_chat_request, wire_message
-from agent_lab.infrastructure._tool_names import PROVIDER_NAME, ToolNameAliases
+from agent_lab.infrastructure.openai_compat.request_body import build_chat_request, wire_message
+from agent_lab.infrastructure.openai_compat.tool_names import PROVIDER_NAME, ToolNameAliases
 
 
 def test_valid_names_are_kept_and_dotted_names_aliased() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from agent_lab.domain.errors import ProviderProtocolError
 from agent_lab.domain.messages import StreamItem, TokenUsage
-from agent_lab.infrastructure._chunk_parser import ChunkStream, token_usage
+from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream, token_usage
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sse"
 FAMILIES = ("openai", "vllm", "ollama", "llamacpp", "deepseek", "nim")
@@ -49,12 +49,12 @@ def summary(result: list[StreamItem] | str) -> object:
     return (
         "".join(item.content for item in result if item.kind == "message_delta"),
         [
-            (item.kind, item.tool_call.model_dump() if item.tool_call else None)
+            (item.kind, item.event.model_dump() if item.event else None)
             for item in result
             if item.kind in {"text_event", "provider_tool_call"}
         ],
         [item.usage for item in result if item.kind == "usage"],
-        [item.chunk for item in result if item.kind == "raw_chunk"],
+        [item.raw_chunk for item in result if item.kind == "raw_chunk"],
     )
 
 
@@ -79,7 +79,7 @@ def test_text_event_fixture_split_at_every_byte_yields_the_same_events() -> None
         result = parse([data[:cut], data[cut:]], text_events=True)
         assert not isinstance(result, str)
         visible = "".join(item.content for item in result if item.kind == "message_delta")
-        names = [item.tool_call.name for item in result if item.tool_call is not None]
+        names = [item.event.name for item in result if item.event is not None]
         assert visible == "Let me book that for you.  I'll confirm shortly. ", cut
         assert names == ["calendar.schedule.create", "handoff_note", "session.terminate"], cut
         assert "<" not in visible
@@ -100,7 +100,7 @@ def test_every_provider_chunk_becomes_a_raw_chunk_first() -> None:
     raw = [item for item in result if item.kind == "raw_chunk"]
     assert len(raw) == data.count(b"data: {")
     assert result[0].kind == "raw_chunk"
-    assert raw[0].chunk is not None and raw[0].chunk["model"] == "gpt-4o-mini-2024-07-18"
+    assert raw[0].raw_chunk is not None and raw[0].raw_chunk["model"] == "gpt-4o-mini-2024-07-18"
 
 
 def test_secrets_are_masked_before_parsing() -> None:
@@ -236,9 +236,9 @@ def test_reasoning_is_kept_in_raw_chunks_but_never_visible() -> None:
         visible = "".join(item.content for item in result if item.kind == "message_delta")
         assert "Okay" not in visible and "Greeting" not in visible
         reasoning = [
-            item.chunk["choices"][0]["delta"].get("reasoning_content")
-            or item.chunk["choices"][0]["delta"].get("reasoning")
+            item.raw_chunk["choices"][0]["delta"].get("reasoning_content")
+            or item.raw_chunk["choices"][0]["delta"].get("reasoning")
             for item in result
-            if item.kind == "raw_chunk" and item.chunk and item.chunk["choices"]
+            if item.kind == "raw_chunk" and item.raw_chunk and item.raw_chunk["choices"]
         ]
         assert any(reasoning)

@@ -185,9 +185,9 @@ async def test_authorization_header_is_sent_but_never_yielded(collect: Collect) 
     assert headers["authorization"] == f"Bearer {KEY}"
     assert headers["x-team"] == "lab"
     assert KEY not in repr(items)
-    assert items[0].chunk is not None
-    assert items[0].chunk["choices"][0]["delta"]["content"] == "your header was Bearer ***"
-    assert items[2].chunk is not None and items[2].chunk["debug"] == {"key": "***"}
+    assert items[0].raw_chunk is not None
+    assert items[0].raw_chunk["choices"][0]["delta"]["content"] == "your header was Bearer ***"
+    assert items[2].raw_chunk is not None and items[2].raw_chunk["debug"] == {"key": "***"}
 
 
 @pytest.mark.asyncio

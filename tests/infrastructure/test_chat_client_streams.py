@@ -38,13 +38,13 @@ def calls(
 ) -> list[tuple[str, str, dict[str, Any], str]]:
     return [
         (
-            item.tool_call.id,
-            item.tool_call.name,
-            item.tool_call.arguments,
-            item.tool_call.raw_arguments,
+            item.event.id,
+            item.event.name,
+            item.event.arguments,
+            item.event.raw_arguments,
         )
         for item in items
-        if item.kind == kind and item.tool_call is not None
+        if item.kind == kind and item.event is not None
     ]
 
 
@@ -160,7 +160,7 @@ async def test_vllm_parameterless_calls_and_hidden_reasoning(
         ("chatcmpl-tool-2c3d4e5f6a7b", "get_time", {}, "{}"),
     ]
     assert visible(items) == ""
-    raw = [item.chunk for item in items if item.kind == "raw_chunk"]
+    raw = [item.raw_chunk for item in items if item.kind == "raw_chunk"]
     assert any(
         chunk and chunk["choices"] and "reasoning_content" in chunk["choices"][0]["delta"]
         for chunk in raw
@@ -375,8 +375,8 @@ async def test_raw_chunks_are_plain_dicts_of_what_was_sent(collect: Collect) -> 
         "vendor_field": {"nested": True},
     }
     items, _ = await replay(ScriptedResponse.sse(chunk), collect)
-    assert items[0].chunk == chunk
-    assert type(items[0].chunk) is dict
+    assert items[0].raw_chunk == chunk
+    assert type(items[0].raw_chunk) is dict
 
 
 @pytest.mark.asyncio
@@ -404,3 +404,25 @@ async def test_concurrent_streams_on_one_client_keep_their_own_state(collect: Co
         (f"call_{n}", "a.b", n) for n in range(6)
     ]
     assert server.request_count == 6
+
+
+@pytest.mark.asyncio
+async def test_items_read_through_the_original_attribute_names(
+    transcript: Transcript, collect: Collect
+) -> None:
+    """Code written against the original API reads raw_chunk, content, usage and event."""
+    tools = [tool("get_weather"), tool("calendar.schedule.create")]
+    items, _ = await replay(transcript("openai", "parallel_tool_calls"), collect, tools=tools)
+    raw = [item.raw_chunk for item in items if item.kind == "raw_chunk"]
+    assert raw and all(isinstance(chunk, dict) and "choices" in chunk for chunk in raw)
+    events = [item.event for item in items if item.kind == "provider_tool_call"]
+    assert [event.name for event in events if event is not None] == [
+        "get_weather",
+        "calendar.schedule.create",
+    ]
+    assert [item.usage for item in items if item.kind == "usage"][0] is not None
+    text_items, _ = await replay(transcript("openai", "text_cached_usage"), collect)
+    assert "".join(item.content for item in text_items if item.kind == "message_delta")
+    assert all(item.event is None for item in text_items)
+    legacy = StreamItem.event(events[0]) if events[0] is not None else None
+    assert legacy is not None and legacy.kind == "event" and legacy.event is events[0]

@@ -6,7 +6,7 @@ import pytest
 
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
-from agent_lab.infrastructure._transcript_validation import validate_tool_transcript
+from agent_lab.infrastructure.openai_compat.transcript_validation import validate_tool_transcript
 
 
 def user(text: str = "q") -> ChatMessage:

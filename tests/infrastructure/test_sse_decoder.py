@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_lab.infrastructure._sse import SseDecoder, SseEvent
+from agent_lab.infrastructure.openai_compat.sse import SseDecoder, SseEvent
 
 
 def decode(*pieces: bytes) -> list[SseEvent]:

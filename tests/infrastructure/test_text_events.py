@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_lab.domain.events import EVENT_BLOCK_END, EVENT_BLOCK_START, ToolCallEvent
-from agent_lab.infrastructure._text_events import TextEventParser, TextPiece
+from agent_lab.infrastructure.openai_compat.text_events import TextEventParser, TextPiece
 
 START, END = EVENT_BLOCK_START, EVENT_BLOCK_END
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent_lab.infrastructure._tool_call_accumulator import ToolCallAccumulator
+from agent_lab.infrastructure.openai_compat.tool_call_accumulator import ToolCallAccumulator
 
 
 def ids() -> Iterator[str]:

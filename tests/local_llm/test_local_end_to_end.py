@@ -60,7 +60,7 @@ from agent_lab.infrastructure.local_llm import (
 )
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.interfaces.cli import app
-from agent_lab.interfaces.cli_common import tool_registry
+from agent_lab.interfaces.cli.common import tool_registry
 from agent_lab.interfaces.settings import DEFAULT_SYSTEM_PROMPT
 
 CATALOG_PREFIX = "Available events:"

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from agent_lab.infrastructure.simulated_provider import (
+from agent_lab.infrastructure.simulator.provider import (
     LatencyModel,
     SimulatedProvider,
     SimulatedProviderServer,

@@ -17,8 +17,8 @@ from openai import AsyncOpenAI
 
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.events import EVENT_BLOCK_END, EVENT_BLOCK_START
-from agent_lab.infrastructure._sim_intents import IntentKind, detect_intents
-from agent_lab.infrastructure.simulated_provider import (
+from agent_lab.infrastructure.simulator.intents import IntentKind, detect_intents
+from agent_lab.infrastructure.simulator.provider import (
     MODEL_ID,
     LatencyModel,
     SimulatedProvider,

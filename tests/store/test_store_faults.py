@@ -30,7 +30,7 @@ import pytest
 from store_support import PRIVATE_MOUNTS, assistant, call, run_in_private_mount, user
 
 from agent_lab.domain.errors import PersistenceFailed
-from agent_lab.infrastructure._sqlite_errors import (
+from agent_lab.infrastructure.sqlite.errors import (
     classify_sqlite_error,
     map_sqlite_errors,
     persistence_failed,

@@ -40,7 +40,7 @@ from agent_lab.application.tools import (
 from agent_lab.domain.errors import ConfigError, ToolFailed
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
-from agent_lab.infrastructure.builtin_backends import (
+from agent_lab.infrastructure.tool_backends.backends import (
     TOOLS_DATABASE_NAME,
     HttpSearchBackend,
     LocalSearchBackend,
@@ -972,7 +972,7 @@ async def test_first_use_of_the_shared_tools_file_by_concurrent_handlers_never_f
 ) -> None:
     # notes, calendar and volume share one SQLite file; its first-use setup once raced
     from agent_lab.application.tools import build_default_tool_registry
-    from agent_lab.infrastructure.builtin_backends import local_backends
+    from agent_lab.infrastructure.tool_backends.backends import local_backends
 
     schedule = {
         "title": "Design review",

@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from web_support import ServedLab, lab_settings, served
 
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
-from agent_lab.infrastructure.builtin_backends import local_backends
+from agent_lab.infrastructure.tool_backends.backends import local_backends
 
 pytestmark = pytest.mark.browser
 

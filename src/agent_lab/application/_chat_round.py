@@ -72,14 +72,14 @@ async def stream_round(
             parts.append(item.content)
             await output.put({"type": "message_delta", "content": item.content})
         elif kind == "raw_chunk":
-            if item.chunk is not None:
-                call.add_chunk(item.chunk, item.raw_json)
+            if item.raw_chunk is not None:
+                call.add_chunk(item.raw_chunk, item.raw_json)
         elif kind == "usage":
             if item.usage is not None:
                 call.usage = item.usage
                 await output.put(_outputs.usage(item.usage))
-        elif kind == request.accepted_kind and item.tool_call is not None:
-            await _accept_event(auditor, request, streamed, item.tool_call)
+        elif kind == request.accepted_kind and item.event is not None:
+            await _accept_event(auditor, request, streamed, item.event)
     if parts:
         await auditor.emit(
             "chat_message_stream_finished",

@@ -11,7 +11,7 @@ Five tools ship with Agent Lab (DESIGN.md §6)::
 Handlers are synchronous (the registry runs them in a worker thread) and talk to their
 storage only through the ports below, so this module does no I/O of its own beyond
 reading the system's time-zone data. The real adapters live in
-``agent_lab.infrastructure.builtin_backends``; when no backends are given,
+``agent_lab.infrastructure.tool_backends.backends``; when no backends are given,
 ``builtin_tool_definitions`` imports the local defaults from there, lazily: that one
 import is the documented composition default.
 
@@ -185,14 +185,14 @@ def builtin_tool_definitions(backends: BuiltinBackends | None = None) -> list[To
 
     Args:
         backends: Where the tools keep their state and what they search. By default
-            ``agent_lab.infrastructure.builtin_backends.local_backends()``: SQLite files
+            ``agent_lab.infrastructure.tool_backends.backends.local_backends()``: SQLite files
             under ``AGENT_LAB_HOME`` and a local full-text index of the bundled corpus.
 
     Returns:
         The definitions in catalog order: handoff, search, calendar, volume, terminate.
     """
     if backends is None:
-        from agent_lab.infrastructure.builtin_backends import local_backends
+        from agent_lab.infrastructure.tool_backends.backends import local_backends
 
         backends = local_backends()
     return [

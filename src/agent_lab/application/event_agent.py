@@ -235,12 +235,12 @@ class EventAgent:
             async for item in self._client.stream_chat(messages, tools, params, choice):
                 if call.ttft_ms is None:
                     call.ttft_ms = elapsed_ms(started, self._clock())
-                if item.kind == "raw_chunk" and item.chunk is not None:
-                    call.add_chunk(item.chunk, item.raw_json)
+                if item.kind == "raw_chunk" and item.raw_chunk is not None:
+                    call.add_chunk(item.raw_chunk, item.raw_json)
                 elif item.kind == "usage":
                     call.usage = item.usage
-                elif item.kind == "provider_tool_call" and item.tool_call is not None:
-                    arguments = dict(item.tool_call.arguments)
+                elif item.kind == "provider_tool_call" and item.event is not None:
+                    arguments = dict(item.event.arguments)
         except AgentLabError:
             arguments = {}
         call.latency_ms = elapsed_ms(started, self._clock())

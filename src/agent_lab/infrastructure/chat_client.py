@@ -20,14 +20,14 @@ import openai
 from agent_lab.application.contracts import AgentParams
 from agent_lab.domain.errors import ConfigError, ProviderProtocolError, UsageError
 from agent_lab.domain.messages import ChatMessage, StreamItem
-from agent_lab.infrastructure._chunk_parser import ChunkStream
-from agent_lab.infrastructure._provider_errors import (
+from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
+from agent_lab.infrastructure.openai_compat.provider_errors import (
     map_provider_errors,
     provider_message,
     scrub,
 )
-from agent_lab.infrastructure._request_body import ChatRequest, build_chat_request
-from agent_lab.infrastructure._transcript_validation import validate_tool_transcript
+from agent_lab.infrastructure.openai_compat.request_body import ChatRequest, build_chat_request
+from agent_lab.infrastructure.openai_compat.transcript_validation import validate_tool_transcript
 
 __all__ = ["OpenAICompatibleChatClient", "map_provider_errors"]
 

@@ -50,7 +50,7 @@ class Lab:
     def registry(self) -> ToolRegistry:
         """The given registry, else the built-in tools keeping state in the lab's home."""
         if self._registry is None:
-            from agent_lab.infrastructure.builtin_backends import local_backends
+            from agent_lab.infrastructure.tool_backends.backends import local_backends
 
             backends = local_backends(self.settings.lab_home())
             self._registry = build_default_tool_registry(backends)
@@ -89,7 +89,7 @@ class Lab:
 
     async def _start_endpoint(self) -> None:
         if self.settings.simulated:
-            from agent_lab.infrastructure.simulated_provider import (
+            from agent_lab.infrastructure.simulator.provider import (
                 LatencyModel,
                 SimulatedProvider,
                 SimulatedProviderServer,

@@ -42,7 +42,7 @@ ENVIRONMENT = {
 
 
 def default_home() -> Path:
-    from agent_lab.infrastructure.builtin_backends import data_home
+    from agent_lab.infrastructure.tool_backends.backends import data_home
 
     return data_home()
 

@@ -11,9 +11,9 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+import agent_lab.interfaces.web.rest as rest
 from agent_lab.domain.errors import ConfigError, StoreError
 from agent_lab.interfaces.lab import Lab
-from agent_lab.interfaces.web import rest
 from agent_lab.interfaces.web.hub import SessionHub
 from agent_lab.interfaces.web.options import WebOptions
 from agent_lab.interfaces.web.security import HostGuard, RequireToken

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
+import agent_lab.interfaces.web.records as records
 from agent_lab.domain.errors import SessionNotFound
-from agent_lab.interfaces.web import records
 from agent_lab.interfaces.web.hub import dumps
 from agent_lab.interfaces.web.state import WebState, web_state
 

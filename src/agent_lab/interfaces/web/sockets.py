@@ -16,9 +16,9 @@ from typing import Any
 from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect
 
+import agent_lab.interfaces.web.records as records
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.domain.errors import AgentLabError, SessionNotFound
-from agent_lab.interfaces.web import records
 from agent_lab.interfaces.web.hub import (
     CLOSE_SLOW_CONSUMER,
     LiveSession,

@@ -1,0 +1,202 @@
+"""Turns the byte stream of one chat completion into ``StreamItem``s (no I/O).
+
+``ChunkStream`` owns the per-stream state: the SSE decoder, the tool-call accumulator,
+the inline event parser and the last usage report. Every provider chunk becomes a
+``raw_chunk`` item; visible text, events, completed tool calls and usage follow from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from agent_lab.domain.errors import ProviderProtocolError
+from agent_lab.domain.messages import StreamItem, TokenUsage
+from agent_lab.infrastructure.openai_compat.sse import SseDecoder, SseEvent
+from agent_lab.infrastructure.openai_compat.text_events import TextEventParser, new_event_id
+from agent_lab.infrastructure.openai_compat.tool_call_accumulator import ToolCallAccumulator
+
+_DONE = b"[DONE]"
+_PREVIEW = 200
+
+
+def _identity(name: str) -> str:
+    return name
+
+
+class ChunkStream:
+    """Parses one streamed chat completion, from raw body bytes to ``StreamItem``s."""
+
+    __slots__ = (
+        "_calls",
+        "_decoder",
+        "_done",
+        "_finished",
+        "_secrets",
+        "_text",
+        "_usage",
+    )
+
+    def __init__(
+        self,
+        *,
+        text_events: bool,
+        new_call_id: Callable[[], str],
+        resolve_name: Callable[[str], str] = _identity,
+        new_event: Callable[[], str] = new_event_id,
+        secrets: Sequence[bytes] = (),
+    ) -> None:
+        """Creates the state of one stream.
+
+        Args:
+            text_events: Parse inline event blocks out of the visible text (no tools sent).
+            new_call_id: Supplies ids for tool calls the provider sent without one.
+            resolve_name: Maps provider function names back to registry names.
+            new_event: Supplies the id of every inline event.
+            secrets: Byte strings replaced by ``***`` before a chunk is parsed.
+        """
+        self._decoder = SseDecoder()
+        self._calls = ToolCallAccumulator(new_id=new_call_id, resolve_name=resolve_name)
+        self._text = TextEventParser(new_event) if text_events else None
+        self._secrets = tuple(secret for secret in secrets if secret)
+        self._usage: dict[str, Any] | None = None
+        self._finished = False
+        self._done = False
+
+    def feed(self, data: bytes) -> list[StreamItem]:
+        """Parses the next read of the response body.
+
+        Raises:
+            ProviderProtocolError: A chunk is not JSON, or carries an error object.
+        """
+        items: list[StreamItem] = []
+        for event in self._decoder.feed(data):
+            self._event(event, items)
+        return items
+
+    def finish(self) -> list[StreamItem]:
+        """Ends the stream: held-back text, pending calls and the usage report.
+
+        Raises:
+            ProviderProtocolError: The stream ended with neither a ``finish_reason`` nor
+                ``[DONE]`` (a truncated answer), or its last chunk is malformed.
+        """
+        items: list[StreamItem] = []
+        for event in self._decoder.flush():
+            self._event(event, items)
+        if not (self._finished or self._done):
+            raise ProviderProtocolError(
+                "the stream ended before the provider finished the answer "
+                "(no finish_reason and no [DONE])"
+            )
+        self._complete(items)
+        if self._usage is not None:
+            items.append(StreamItem.usage_item(token_usage(self._usage)))
+        return items
+
+    def _event(self, event: SseEvent, items: list[StreamItem]) -> None:
+        data = event.data
+        if data.startswith(_DONE):
+            self._done = True
+            return
+        for secret in self._secrets:
+            if secret in data:
+                data = data.replace(secret, b"***")
+        chunk = _load(data)
+        if event.event == "error" or chunk.get("error") or chunk.get("object") == "error":
+            raise ProviderProtocolError(f"the provider reported an error: {_error_text(chunk)}")
+        items.append(StreamItem.raw_response_chunk(chunk, data))
+        choices = chunk.get("choices")
+        if choices and isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict) and choice.get("index", 0) in (0, None):
+                    self._choice(choice, items)
+        usage = chunk.get("usage")
+        if usage and isinstance(usage, dict):
+            self._usage = usage
+
+    def _choice(self, choice: dict[str, Any], items: list[StreamItem]) -> None:
+        delta = choice.get("delta")
+        if delta and isinstance(delta, dict):
+            content = delta.get("content")
+            if content and isinstance(content, str):
+                self._content(content, items)
+            tool_calls = delta.get("tool_calls")
+            if tool_calls and isinstance(tool_calls, list):
+                for call in tool_calls:
+                    if isinstance(call, dict):
+                        self._calls.add(call)
+            function_call = delta.get("function_call")
+            if function_call and isinstance(function_call, dict):
+                self._calls.add_legacy_function_call(function_call)
+        if choice.get("finish_reason"):
+            self._finished = True
+            self._complete(items)
+
+    def _content(self, content: str, items: list[StreamItem]) -> None:
+        if self._text is None:
+            items.append(StreamItem.message_delta(content))
+            return
+        for piece in self._text.feed(content):
+            if isinstance(piece, str):
+                items.append(StreamItem.message_delta(piece))
+            else:
+                items.append(StreamItem.text_event(piece))
+
+    def _complete(self, items: list[StreamItem]) -> None:
+        if self._text is not None:
+            for piece in self._text.finish():
+                if isinstance(piece, str):
+                    items.append(StreamItem.message_delta(piece))
+                else:
+                    items.append(StreamItem.text_event(piece))
+        items.extend(StreamItem.provider_tool_call(call) for call in self._calls.drain())
+
+
+def token_usage(usage: dict[str, Any]) -> TokenUsage:
+    """Reads a provider usage object, with cached tokens from ``prompt_tokens_details``.
+
+    DeepSeek's ``prompt_cache_hit_tokens`` is used when no details are reported.
+    """
+    prompt = _count(usage.get("prompt_tokens"))
+    completion = _count(usage.get("completion_tokens"))
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    return TokenUsage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=_count(usage.get("total_tokens")) or prompt + completion,
+        cached_tokens=cached or _count(usage.get("prompt_cache_hit_tokens")),
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _load(data: bytes) -> dict[str, Any]:
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ProviderProtocolError(f"malformed stream chunk: {_preview(data)}") from exc
+    if not isinstance(chunk, dict):
+        raise ProviderProtocolError(f"stream chunk is not a JSON object: {_preview(data)}")
+    return chunk
+
+
+def _preview(data: bytes) -> str:
+    text = data[:_PREVIEW].decode("utf-8", "replace")
+    return text + ("…" if len(data) > _PREVIEW else "")
+
+
+def _error_text(chunk: dict[str, Any]) -> str:
+    error = chunk.get("error")
+    if isinstance(error, dict):
+        message = error.get("message")
+        return message if isinstance(message, str) and message else orjson.dumps(error).decode()
+    if isinstance(error, str) and error:
+        return error
+    message = chunk.get("message")
+    return message if isinstance(message, str) and message else orjson.dumps(chunk).decode()

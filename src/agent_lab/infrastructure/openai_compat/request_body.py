@@ -1,0 +1,138 @@
+"""Builds the wire body of a streaming chat completion request (no I/O).
+
+Registry tool names are replaced by provider-safe aliases everywhere they appear:
+``tools``, ``tool_choice``, assistant ``tool_calls`` and the ``name`` of tool replies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from agent_lab.application.contracts import AgentParams
+from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.messages import ChatMessage
+from agent_lab.infrastructure.openai_compat.tool_names import ToolNameAliases
+
+_RESERVED = frozenset({"stream", "messages"})
+"""Body fields ``extra_body`` may not replace: the client always streams its transcript."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """One request, ready for the SDK: the transcript, the other fields, and the aliases."""
+
+    messages: list[dict[str, Any]]
+    options: dict[str, Any]
+    """Every body field except ``model``, ``messages`` and ``stream``."""
+    aliases: ToolNameAliases
+
+
+def build_chat_request(
+    messages: Sequence[ChatMessage],
+    tools: Sequence[Mapping[str, Any]],
+    params: AgentParams,
+    tool_choice: Mapping[str, Any] | None,
+) -> ChatRequest:
+    """Converts a call of the ``ChatClient`` port into wire dicts.
+
+    Args:
+        messages: The (already validated) transcript.
+        tools: OpenAI function schemas under registry names.
+        params: The agent's model parameters; ``extra_body`` is merged last.
+        tool_choice: A forced call under a registry name, or ``None``.
+
+    Returns:
+        The request with every tool name aliased consistently.
+    """
+    aliases = ToolNameAliases(_mentioned_names(messages, tools, tool_choice))
+    options: dict[str, Any] = {
+        "temperature": params.temperature,
+        "stream_options": {"include_usage": True},
+    }
+    if params.max_tokens is not None:
+        options["max_tokens"] = params.max_tokens
+    if params.top_p is not None:
+        options["top_p"] = params.top_p
+    if tools:
+        options["tools"] = [_aliased_function(tool, aliases) for tool in tools]
+    if tool_choice is not None:
+        options["tool_choice"] = _aliased_function(tool_choice, aliases)
+    options.update((k, v) for k, v in params.extra_body.items() if k not in _RESERVED)
+    wire = [wire_message(message, aliases) for message in messages]
+    return ChatRequest(messages=wire, options=options, aliases=aliases)
+
+
+def wire_message(message: ChatMessage, aliases: ToolNameAliases) -> dict[str, Any]:
+    """Converts one ``ChatMessage`` to the chat completions wire format.
+
+    Args:
+        message: The message.
+        aliases: The request's name map (tool names only; a user's ``name`` is kept).
+
+    Returns:
+        The wire dict; an assistant message with calls but no text has ``content: null``.
+    """
+    if message.role == "tool":
+        wire: dict[str, Any] = {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id,
+            "content": message.content,
+        }
+        if message.name:
+            wire["name"] = aliases.to_provider(message.name)
+        return wire
+    wire = {"role": message.role, "content": message.content}
+    if message.role == "assistant" and message.tool_calls:
+        # An empty string, not null: llama.cpp's server answers 500 to a null content.
+        wire["tool_calls"] = [_wire_call(call, aliases) for call in message.tool_calls]
+    if message.name:
+        wire["name"] = message.name
+    return wire
+
+
+def _wire_call(call: ToolCallEvent, aliases: ToolNameAliases) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": aliases.to_provider(call.name), "arguments": _argument_text(call)},
+    }
+
+
+def _argument_text(call: ToolCallEvent) -> str:
+    """The model's own argument text when it encodes ``arguments``, else ``arguments`` as JSON.
+
+    Malformed text is not sent back: strict servers parse the arguments of past calls.
+    """
+    try:
+        if orjson.loads(call.raw_arguments) == call.arguments:
+            return call.raw_arguments
+    except orjson.JSONDecodeError:
+        pass
+    return json.dumps(call.arguments)
+
+
+def _aliased_function(value: Mapping[str, Any], aliases: ToolNameAliases) -> dict[str, Any]:
+    function = value.get("function")
+    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+        return dict(value)
+    return {**value, "function": {**function, "name": aliases.to_provider(function["name"])}}
+
+
+def _mentioned_names(
+    messages: Sequence[ChatMessage],
+    tools: Sequence[Mapping[str, Any]],
+    tool_choice: Mapping[str, Any] | None,
+) -> Iterator[str]:
+    for value in [*tools, *([tool_choice] if tool_choice is not None else [])]:
+        function = value.get("function")
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            yield function["name"]
+    for message in messages:
+        yield from (call.name for call in message.tool_calls)
+        if message.role == "tool" and message.name:
+            yield message.name

@@ -1,0 +1,1 @@
+"""The SQLite session store: one file, WAL mode, fenced single-writer claims."""

@@ -1,0 +1,250 @@
+"""The SQLite store's schema, its version checks and its forward migrations.
+
+The schema version lives in ``PRAGMA user_version`` and the file is marked as an Agent
+Lab store with ``PRAGMA application_id``. ``MIGRATIONS[n]`` turns a version ``n - 1``
+file into a version ``n`` file; each runs in its own ``BEGIN IMMEDIATE`` transaction,
+so a failed migration leaves the previous version intact. Never edit a released
+migration: append a new one and raise ``SCHEMA_VERSION``.
+
+Every check here runs before the store writes anything, so a file that is not a store,
+belongs to another application, or was written by a newer Agent Lab is left
+byte-for-byte unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+
+from agent_lab.domain.errors import PersistenceFailed, StoreFormatError
+from agent_lab.infrastructure.sqlite.errors import classify_os_error
+
+SCHEMA_VERSION = 1
+"""The newest schema this code reads and writes."""
+
+APPLICATION_ID = 0x41474C42
+"""``PRAGMA application_id`` of an Agent Lab store (ASCII ``AGLB``)."""
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+_V1 = (
+    """
+    CREATE TABLE sessions (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        title TEXT NOT NULL,
+        config TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE turns (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        turn_index INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        user_message TEXT NOT NULL,
+        wall_time_ms INTEGER,
+        round_count INTEGER,
+        started_at TEXT NOT NULL,
+        completed_at TEXT,
+        PRIMARY KEY (session_id, turn_index)
+    )
+    """,
+    """
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        turn_index INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        name TEXT,
+        tool_call_id TEXT,
+        tool_calls TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        UNIQUE (session_id, seq)
+    )
+    """,
+    """
+    CREATE TABLE audit_logs (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        turn_index INTEGER,
+        event TEXT NOT NULL,
+        details TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX audit_logs_by_session ON audit_logs (session_id, id)",
+    """
+    CREATE TABLE call_metrics (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        metric_key TEXT NOT NULL,
+        turn_index INTEGER NOT NULL,
+        round_index INTEGER NOT NULL,
+        call_kind TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        model TEXT,
+        event_id TEXT,
+        event_name TEXT,
+        prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        total_tokens INTEGER NOT NULL,
+        cached_tokens INTEGER NOT NULL,
+        usage_reported INTEGER NOT NULL,
+        ttft_ms INTEGER,
+        latency_ms INTEGER,
+        tool_latency_ms INTEGER,
+        status TEXT,
+        created_at TEXT NOT NULL,
+        UNIQUE (session_id, metric_key)
+    )
+    """,
+    """
+    CREATE TABLE tool_batches (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        turn_index INTEGER NOT NULL,
+        round_index INTEGER NOT NULL,
+        scope TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        state TEXT NOT NULL
+            CHECK (state IN ('pending', 'committed', 'cancelled', 'failed')),
+        assistant TEXT,
+        created_at TEXT NOT NULL,
+        finished_at TEXT
+    )
+    """,
+    "CREATE INDEX tool_batches_by_session ON tool_batches (session_id, state)",
+    """
+    CREATE TABLE tool_calls (
+        batch_id TEXT NOT NULL REFERENCES tool_batches(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        state TEXT NOT NULL
+            CHECK (state IN ('pending', 'succeeded', 'failed', 'cancelled')),
+        result TEXT,
+        landed_at TEXT,
+        PRIMARY KEY (batch_id, position),
+        UNIQUE (batch_id, event_id)
+    )
+    """,
+    """
+    CREATE TABLE session_claims (
+        session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+        token TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        pid_started TEXT,
+        hostname TEXT NOT NULL,
+        claimed_at REAL NOT NULL,
+        expires_at REAL NOT NULL
+    )
+    """,
+    f"PRAGMA application_id = {APPLICATION_ID}",
+)
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1}
+"""Statements that bring a file from version ``n - 1`` to version ``n``."""
+
+
+def check_file_header(path: Path) -> None:
+    """Refuse a non-empty file that does not start with the SQLite header.
+
+    Raises:
+        StoreFormatError: naming the file; the file is not touched.
+        PersistenceFailed: the file cannot be read.
+    """
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise PersistenceFailed(classify_os_error(exc), f"cannot read {path}: {exc}") from exc
+    if head and head != SQLITE_HEADER:
+        raise StoreFormatError(
+            f"{path} is not an SQLite database, so it cannot be an Agent Lab session "
+            "store; the file was left unchanged"
+        )
+
+
+def stored_version(conn: sqlite3.Connection, path: Path) -> int:
+    """Return the file's schema version after checking the file is ours and not newer.
+
+    Raises:
+        StoreFormatError: the file belongs to another application, or its schema is
+            newer than ``SCHEMA_VERSION``; nothing was changed.
+    """
+    application_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if application_id == 0 and version == 0:
+        tables = int(conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0])
+        if tables:
+            raise _foreign(path)
+        return 0
+    if application_id != APPLICATION_ID:
+        raise _foreign(path)
+    if version > SCHEMA_VERSION:
+        raise StoreFormatError(
+            f"{path} has session store schema version {version}, but this Agent Lab "
+            f"reads versions up to {SCHEMA_VERSION}; upgrade Agent Lab to open it "
+            "(the file was left unchanged)"
+        )
+    return version
+
+
+def read_version(conn: sqlite3.Connection, path: Path) -> int:
+    """``stored_version`` read in one snapshot, so a concurrent migration is seen whole."""
+    conn.execute("BEGIN")
+    try:
+        return stored_version(conn, path)
+    finally:
+        rollback_quietly(conn)
+
+
+def _foreign(path: Path) -> StoreFormatError:
+    return StoreFormatError(
+        f"{path} is an SQLite database of another application, not an Agent Lab "
+        "session store; the file was left unchanged"
+    )
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> int:
+    """Apply every missing migration, one transaction each; return the final version.
+
+    The version is re-read inside each transaction, so two processes opening the same
+    new file at once migrate it once.
+
+    Raises:
+        StoreFormatError: as ``stored_version``.
+        sqlite3.Error: a migration failed; it was rolled back.
+    """
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = stored_version(conn, path)
+            if version >= SCHEMA_VERSION:
+                conn.execute("COMMIT")
+                return version
+            for statement in MIGRATIONS[version + 1]:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            rollback_quietly(conn)
+            raise
+
+
+def rollback_quietly(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if any, without masking the error in flight."""
+    # After some failures (e.g. SQLITE_FULL) SQLite has already rolled back itself.
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")

@@ -1,0 +1,241 @@
+"""``agent-lab chat``: an interactive multi-turn session on stdin.
+
+Lines come from a reader thread, so a piped stdin works as well as a terminal; EOF or
+``/exit`` ends the session. Ctrl-C cancels the turn in progress through
+``DebugRuntime.cancel_turn()``; at the prompt, a second Ctrl-C quits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from typing import IO, TYPE_CHECKING, Annotated, Final
+
+import typer
+
+from agent_lab.interfaces.cli.common import (
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_USAGE,
+    ApiKeyOption,
+    AuditOption,
+    BaseUrlOption,
+    ConfigOption,
+    DbOption,
+    EventModelOption,
+    HomeOption,
+    LabOptions,
+    LocalOption,
+    MaxLoopsOption,
+    ModelOption,
+    ModeOption,
+    SystemOption,
+    ToolOption,
+    isatty,
+    mode_value,
+    notice,
+    on_interrupt,
+    open_lab,
+    print_error,
+    require_session,
+    run_async,
+    run_failure,
+    stdout_console,
+)
+from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd
+from agent_lab.interfaces.cli.render import ConversationRenderer
+from agent_lab.interfaces.cli.run import build_request
+
+if TYPE_CHECKING:
+    from agent_lab.interfaces.lab import Lab
+
+CHAT_HELP = """Chat with the agent, one turn per line, until EOF or /exit.
+
+Ctrl-C cancels the turn in progress; a second Ctrl-C at the prompt quits. Lines can
+be piped in. The session is persisted; resume it later with --session ID.
+
+Examples:
+
+  agent-lab chat
+
+  agent-lab chat --mode chat_agent_tools --audit
+
+  printf 'Turn it up by 10\\nGoodbye\\n' | agent-lab chat
+
+  agent-lab chat --session 3f2a...
+"""
+
+EXIT_COMMANDS: Final = frozenset({"/exit", "/quit"})
+INTERRUPT: Final = object()
+"""Put on the line queue by Ctrl-C at the prompt."""
+
+
+def chat(
+    mode: ModeOption = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = None,
+    model: ModelOption = None,
+    event_model: EventModelOption = None,
+    tool: ToolOption = None,
+    max_event_loops: MaxLoopsOption = None,
+    system: SystemOption = None,
+    config: ConfigOption = None,
+    session: Annotated[
+        str | None, typer.Option("--session", help="Resume this persisted session.")
+    ] = None,
+    db: DbOption = None,
+    home: HomeOption = None,
+    audit: AuditOption = False,
+    local: LocalOption = False,
+) -> None:
+    """Run an interactive multi-turn session (see ``CHAT_HELP``)."""
+    options = LabOptions(
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        event_model=event_model,
+        mode=mode_value(mode),
+        tools=tuple(tool or ()),
+        max_event_loops=max_event_loops,
+        system=tuple(system or ()),
+        config=config,
+        db=db,
+        home=home,
+        local=local,
+    )
+    run_async(lambda: _chat(options, session, audit=audit))
+
+
+async def _chat(options: LabOptions, session_id: str | None, *, audit: bool) -> int:
+    async with open_lab(options.settings()) as lab:
+        if session_id is not None:
+            require_session(lab, session_id)
+        renderer = ConversationRenderer(stdout_console(), show_audits=audit)
+        reader = LineReader(sys.stdin)
+        notice(renderer.console, lab.endpoint_description)
+        if reader.interactive:
+            notice(renderer.console, "one turn per line; /exit or Ctrl-D quits, Ctrl-C cancels")
+        loop = ChatLoop(lab, options, session_id, renderer, reader)
+        with on_interrupt(loop.interrupt):
+            try:
+                return await loop.run()
+            finally:
+                await loop.driver.aclose()
+
+
+class LineReader:
+    """Reads lines from a stream in a daemon thread; ``None`` marks EOF."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.interactive = isatty(stream)
+        self._queue: asyncio.Queue[str | object | None] = asyncio.Queue()
+        self._loop = asyncio.get_running_loop()
+        threading.Thread(target=self._read, name="agent-lab-stdin", daemon=True).start()
+
+    async def get(self) -> str | object | None:
+        """The next line (without its newline), ``None`` at EOF, or ``INTERRUPT``."""
+        return await self._queue.get()
+
+    def interrupt(self) -> None:
+        """Wake up a ``get()`` with ``INTERRUPT`` (called in the loop on Ctrl-C)."""
+        self._queue.put_nowait(INTERRUPT)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                line = self.stream.readline()
+            except (OSError, ValueError):
+                line = ""
+            item = line.rstrip("\r\n") if line else None
+            try:
+                self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+            except RuntimeError:  # the chat is over and its loop closed
+                return
+            if item is None:
+                return
+
+
+class ChatLoop:
+    """Reads a line, runs it as a turn, shows how it ended, repeats."""
+
+    def __init__(
+        self,
+        lab: Lab,
+        options: LabOptions,
+        session_id: str | None,
+        renderer: ConversationRenderer,
+        reader: LineReader,
+    ) -> None:
+        self.lab = lab
+        self.options = options
+        self.session_id = session_id
+        self.renderer = renderer
+        self.reader = reader
+        self.driver = SessionDriver(lab.runtime(), renderer.render)
+        self._interrupts = 0
+        self._failed = False
+
+    def interrupt(self) -> None:
+        """Ctrl-C: cancel the running turn, or count towards quitting at the prompt."""
+        if self.driver.turn_running and self.driver.runtime.cancel_turn():
+            self.renderer.note("cancelling the turn…", "yellow")
+        else:
+            self.reader.interrupt()
+
+    async def run(self) -> int:
+        """The session: returns the exit code."""
+        line = await self._read()
+        if line is None:
+            return EXIT_OK
+        request = build_request(self.lab, self.options, line, self.session_id)
+        end = await self.driver.first_turn(request)
+        while True:
+            code = self._report(end)
+            if code is not None:
+                return code
+            line = await self._read()
+            if line is None:
+                return EXIT_RUN_FAILED if self._failed else EXIT_OK
+            end = await self.driver.next_turn(line)
+
+    def _report(self, end: TurnEnd) -> int | None:
+        """Show how a turn ended; an exit code when the session cannot go on."""
+        if end.status == "cancelled":
+            self.renderer.note("turn cancelled", "yellow")
+        elif end.status == "failed":
+            code, line = run_failure(end.error or {})
+            self.renderer.end_line()
+            print_error(line)
+            self._failed = True
+            if code == EXIT_USAGE or end.session_over:
+                return code
+        elif end.round_count is not None:
+            self.renderer.note(end.describe())
+        if end.session_over:
+            self.renderer.note("the session has ended", "yellow")
+            return EXIT_RUN_FAILED if self._failed else EXIT_OK
+        return None
+
+    async def _read(self) -> str | None:
+        while True:
+            if self.reader.interactive:
+                self.renderer.console.print("you› ", style="bold cyan", end="")
+            item = await self.reader.get()
+            if item is INTERRUPT:
+                self._interrupts += 1
+                if self._interrupts > 1:
+                    return None
+                self.renderer.note("\n(press Ctrl-C again or type /exit to quit)")
+                continue
+            if item is None or not isinstance(item, str):
+                return None
+            self._interrupts = 0
+            text = item.strip()
+            if text in EXIT_COMMANDS:
+                return None
+            if text:
+                if not self.reader.interactive:
+                    self.renderer.user(text)
+                return text

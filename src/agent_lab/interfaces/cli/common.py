@@ -1,0 +1,396 @@
+"""What every ``agent-lab`` command shares: options, settings, the lab, exit codes.
+
+Exit codes: ``0`` ok, ``1`` a run failed, ``2`` a usage error (bad flag, unknown tool,
+bad TOML, unknown session, unreachable endpoint, rejected API key), ``130``
+interrupted. Every failure is one line on stderr, without a traceback; the API key is
+never printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from agent_lab.application.contracts import ToolInvocationMode
+from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
+from agent_lab.domain import errors
+from agent_lab.interfaces.settings import LabSettings, load_settings
+
+if TYPE_CHECKING:
+    from agent_lab.interfaces.lab import Lab
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+FAST_ENV = "AGENT_LAB_SIM_FAST"
+_PIPE_WIDTH = 120
+MODES: tuple[ToolInvocationMode, ...] = ("dual_agent", "chat_agent_tools")
+
+
+class ModeChoice(StrEnum):
+    """The ``--mode`` values."""
+
+    dual_agent = "dual_agent"
+    chat_agent_tools = "chat_agent_tools"
+
+
+def mode_value(choice: ModeChoice | None) -> str | None:
+    """The plain string of a ``--mode`` choice."""
+    return None if choice is None else choice.value
+
+
+class CommandFailed(Exception):
+    """Ends a command with ``code`` after printing ``message`` as one line on stderr."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Stop the command with one error line and an exit code (usage error by default)."""
+    raise CommandFailed(message, code)
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines too) folded to one space."""
+    return " ".join(text.split())
+
+
+def print_error(message: str) -> None:
+    """Write ``error: <message>`` as a single line on stderr."""
+    sys.stderr.write(f"error: {one_line(message)}\n")
+    sys.stderr.flush()
+
+
+def describe_error(exc: errors.AgentLabError) -> tuple[int, str]:
+    """The exit code and the one-line message for an error raised by a command."""
+    if isinstance(exc, errors.ProviderHTTPError):
+        return _http_failure(exc.status, str(exc))
+    if isinstance(exc, errors.ProviderConnectionError):
+        return EXIT_USAGE, f"{exc} (check --base-url or OPENAI_BASE_URL)"
+    usage_errors = (
+        errors.UsageError,
+        errors.SessionNotFound,
+        errors.SessionBusy,
+        errors.StoreFormatError,
+    )
+    if isinstance(exc, usage_errors):
+        return EXIT_USAGE, str(exc)
+    return EXIT_RUN_FAILED, str(exc)
+
+
+def run_failure(message: Mapping[str, Any]) -> tuple[int, str]:
+    """The exit code and one-line message for an ``error`` output of a run."""
+    text = str(message.get("message") or "the run failed")
+    if message.get("failure_reason") == "cancelled":
+        return EXIT_INTERRUPTED, "turn cancelled"
+    if message.get("failure_reason") == "session_busy":
+        return EXIT_USAGE, text
+    reason = str(message.get("failure_reason") or "")
+    if reason.startswith("provider_error:http_"):
+        return _http_failure(int(reason.removeprefix("provider_error:http_")), text)
+    if reason == "provider_error:unreachable":
+        return EXIT_USAGE, f"{text} (check --base-url or OPENAI_BASE_URL)"
+    return EXIT_RUN_FAILED, text
+
+
+def _http_failure(status: int, text: str) -> tuple[int, str]:
+    if status in (401, 403):
+        return EXIT_USAGE, f"the provider rejected the request (HTTP {status}); check your API key"
+    if status == 404:
+        return EXIT_USAGE, f"{text} (check --base-url and --model)"
+    return EXIT_RUN_FAILED, text
+
+
+def run_async(main: Callable[[], Coroutine[Any, Any, int]]) -> NoReturn:
+    """The CLI's single ``asyncio.run``: runs ``main`` and exits with its code."""
+    with guard():
+        code = asyncio.run(main())
+    raise typer.Exit(code)
+
+
+@contextmanager
+def guard() -> Iterator[None]:
+    """Turn ``CommandFailed`` and ``AgentLabError`` into one stderr line and an exit."""
+    try:
+        yield
+    except CommandFailed as exc:
+        print_error(str(exc))
+        raise typer.Exit(exc.code) from None
+    except errors.AgentLabError as exc:
+        code, line = describe_error(exc)
+        print_error(line)
+        raise typer.Exit(code) from None
+
+
+def help_text(text: str) -> str:
+    """Unwrap the hard-wrapped paragraphs of a help text; indented lines stay as they are."""
+    paragraphs = []
+    for paragraph in text.strip().split("\n\n"):
+        lines = paragraph.splitlines()
+        if any(line.startswith("  ") for line in lines):
+            paragraphs.append(paragraph)
+        else:
+            paragraphs.append(" ".join(line.strip() for line in lines))
+    return "\n\n".join(paragraphs)
+
+
+def stdout_console() -> Console:
+    """A console on the current stdout (created per command, never at import).
+
+    Piped output is laid out 120 columns wide (``COLUMNS`` overrides it), so tables
+    keep whole session ids.
+    """
+    width = None if isatty(sys.stdout) or os.environ.get("COLUMNS") else _PIPE_WIDTH
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True, width=width)
+
+
+def isatty(stream: object) -> bool:
+    """``stream`` is a terminal (``False`` for anything without a working ``isatty``)."""
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return False
+
+
+def notice(console: Console, text: str) -> None:
+    """A dim one-line remark, e.g. which model endpoint is in use.
+
+    Remarks go to the human-readable output, never to stderr (which carries only the
+    error line) nor into ``--json`` output.
+    """
+    console.print(text, style="dim", markup=False)
+
+
+def fast_from_env() -> bool:
+    """``AGENT_LAB_SIM_FAST`` is set to a true value."""
+    return os.environ.get(FAST_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class LabOptions:
+    """The command-line flags that shape the lab's settings (``None`` = not given)."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    event_model: str | None = None
+    mode: str | None = None
+    tools: tuple[str, ...] = ()
+    max_event_loops: int | None = None
+    system: tuple[str, ...] = ()
+    config: Path | None = None
+    db: Path | None = None
+    home: Path | None = None
+    local: bool = False
+    fast: bool = False
+    offline: bool = False
+    """Ignore any configured endpoint: the simulated model (or ``--local``) only."""
+
+    def flags(self) -> dict[str, Any]:
+        """The settings fields these flags set (``None`` values are ignored later)."""
+        flags: dict[str, Any] = {
+            "base_url": self.base_url,
+            "api_key": self.api_key,
+            "model": self.model,
+            "event_model": self.event_model,
+            "mode": self.mode,
+            "tools": list(self.tools) or None,
+            "max_event_loops": self.max_event_loops,
+            "system_prompts": list(self.system) or None,
+            "db_path": self.db,
+            "home": self.home,
+            "local": True if self.local else None,
+        }
+        if self.fast or fast_from_env():
+            flags.update(simulated_ttft_ms=0.0, simulated_tokens_per_second=0.0)
+        return flags
+
+    def settings(self, **overrides: Any) -> LabSettings:
+        """Merge flags, ``--config``, environment and defaults (flags win).
+
+        Raises:
+            ConfigError: bad TOML, unknown keys or values out of range.
+        """
+        settings = load_settings(flags=self.flags(), config_file=self.config)
+        if self.offline:
+            overrides = {"base_url": None, **overrides}
+        return settings.model_copy(update=overrides) if overrides else settings
+
+
+def as_mode(value: object) -> ToolInvocationMode | None:
+    """A tool-invocation mode from a flag or a stored session (``None`` when unset).
+
+    Raises:
+        ConfigError: not a known mode.
+    """
+    if value is None or value == "":
+        return None
+    for mode in MODES:
+        if value == mode:
+            return mode
+    raise errors.ConfigError(f"unknown mode {value!r} (use {' or '.join(MODES)})")
+
+
+def tool_registry(data_dir: Path) -> ToolRegistry:
+    """The built-in tools keeping their state (notes, calendar, volume) in ``data_dir``."""
+    from agent_lab.infrastructure.tool_backends.backends import local_backends
+
+    return build_default_tool_registry(local_backends(data_dir))
+
+
+@contextmanager
+def scratch_registry() -> Iterator[ToolRegistry]:
+    """Built-in tools on a fresh, temporary data directory (removed afterwards)."""
+    with tempfile.TemporaryDirectory(prefix="agent-lab-tools-") as directory:
+        yield tool_registry(Path(directory))
+
+
+def check_local_extra(settings: LabSettings) -> None:
+    """Fail with the install hint when ``--local`` is asked without the extra.
+
+    Raises:
+        ConfigError: the ``local`` extra is not installed.
+    """
+    if not settings.local:
+        return
+    from agent_lab.infrastructure.local_llm import LOCAL_INSTALL_HINT, is_local_extra_installed
+
+    if not is_local_extra_installed():
+        raise errors.ConfigError(LOCAL_INSTALL_HINT)
+
+
+@asynccontextmanager
+async def open_lab(settings: LabSettings) -> AsyncIterator[Lab]:
+    """Open a ``Lab`` whose tools keep their state in the lab's data directory."""
+    from agent_lab.interfaces.lab import Lab
+
+    check_local_extra(settings)
+    async with Lab(settings, registry=tool_registry(settings.lab_home())) as lab:
+        yield lab
+
+
+@contextmanager
+def on_interrupt(callback: Callable[[], None]) -> Iterator[None]:
+    """Call ``callback`` on Ctrl-C (SIGINT) inside the block, in the running loop."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, callback)
+    except (NotImplementedError, RuntimeError, ValueError):
+        yield  # not the main thread, or no signals here: Ctrl-C keeps its default
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
+def require_session(lab: Lab, session_id: str) -> dict[str, Any]:
+    """The persisted session, or a usage error naming the unknown id."""
+    assert lab.store is not None
+    session = lab.store.get_session(session_id)
+    if session is None:
+        fail(f"unknown session id: {session_id!r} (see `agent-lab sessions list`)")
+    return session
+
+
+# Options shared by several commands (typer reads these ``Annotated`` aliases).
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 (env OPENAI_BASE_URL). "
+        "Without one, the built-in simulated model answers.",
+        show_default=False,
+    ),
+]
+ApiKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key",
+        help="API key for --base-url (env OPENAI_API_KEY); never printed or stored.",
+        show_default=False,
+    ),
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", help="Chat model name (env AGENT_LAB_MODEL).", show_default=False),
+]
+EventModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--event-model",
+        help="Model of the event agent's argument calls (default: the chat model).",
+        show_default=False,
+    ),
+]
+ModeOption = Annotated[
+    ModeChoice | None,
+    typer.Option(
+        "--mode",
+        help="How tools are called: dual_agent (default) or chat_agent_tools.",
+        show_default=False,
+    ),
+]
+ToolOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tool",
+        help="Enable this tool (repeatable); default: every built-in tool.",
+        show_default=False,
+    ),
+]
+MaxLoopsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-event-loops", min=0, help="Tool rounds allowed per user turn.", show_default=False
+    ),
+]
+SystemOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--system", help="A system prompt (repeatable); replaces the default.", show_default=False
+    ),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", help="Settings file (TOML, keys as in docs/configuration.md).", dir_okay=False
+    ),
+]
+DbOption = Annotated[
+    Path | None,
+    typer.Option("--db", help="Session database (env AGENT_LAB_DB).", dir_okay=False),
+]
+HomeOption = Annotated[
+    Path | None,
+    typer.Option("--home", help="Data directory (env AGENT_LAB_HOME).", file_okay=False),
+]
+LocalOption = Annotated[
+    bool,
+    typer.Option("--local", help="Run the bundled small model (needs the 'local' extra)."),
+]
+FastOption = Annotated[
+    bool,
+    typer.Option("--fast", help="Simulated model without latency (also env AGENT_LAB_SIM_FAST=1)."),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print the output protocol as JSON lines.")
+]
+AuditOption = Annotated[
+    bool, typer.Option("--audit", help="Include the audit records (with --json, or as lines).")
+]

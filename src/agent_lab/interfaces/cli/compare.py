@@ -1,0 +1,246 @@
+"""Run a scenario in both tool modes and compare their metrics (``demo``, ``compare``).
+
+Every scenario session is persisted in the lab's store like any other, and runs its
+tools on a fresh temporary data directory, so both modes (and every repetition) start
+from the same tool state and the user's own notes, calendar and volume are untouched.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
+from agent_lab.application.runtime import DebugRuntime
+from agent_lab.domain.errors import ConfigError
+from agent_lab.interfaces.cli.common import scratch_registry
+from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd, TurnHooks, drive_turns
+from agent_lab.interfaces.settings import LabSettings
+from agent_lab.scenarios import Scenario
+
+if TYPE_CHECKING:
+    from agent_lab.interfaces.lab import Lab
+
+__all__ = [
+    "SESSION_METRICS",
+    "TURN_METRICS",
+    "MetricStats",
+    "SessionRun",
+    "TurnSample",
+    "percentile",
+    "run_scenario",
+    "scenario_request",
+    "scenario_settings",
+    "summarize_runs",
+]
+
+
+@dataclass(frozen=True)
+class TurnSample:
+    """The measurements of one turn of a scenario session."""
+
+    turn_index: int
+    status: str
+    round_count: int | None
+    visible_ttft_ms: int | None
+    """From submitting the user message to its first visible text."""
+    provider_ttft_ms: int | None
+    """The first chat call's time to its first chunk."""
+    wall_time_ms: int | None
+    model_calls: int = 0
+    fallback_count: int = 0
+    tool_count: int = 0
+    total_tokens: int = 0
+    cached_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class SessionRun:
+    """One scenario session in one mode: its id, turns and ``usage_summary``."""
+
+    mode: ToolInvocationMode
+    session_id: str | None
+    turns: list[TurnSample]
+    summary: Mapping[str, Any]
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def totals(self) -> Mapping[str, Any]:
+        """The ``session`` part of the usage summary."""
+        session: Mapping[str, Any] = self.summary.get("session") or {}
+        return session
+
+
+def scenario_settings(settings: LabSettings, scenario: Scenario, *, fast: bool) -> LabSettings:
+    """The lab settings with the scenario's simulated-model latency (unless ``fast``)."""
+    latency = scenario.simulated
+    update: dict[str, Any] = {}
+    if fast:
+        update = {"simulated_ttft_ms": 0.0, "simulated_tokens_per_second": 0.0}
+    else:
+        if latency.ttft_ms is not None:
+            update["simulated_ttft_ms"] = latency.ttft_ms
+        if latency.tokens_per_second is not None:
+            update["simulated_tokens_per_second"] = latency.tokens_per_second
+    return settings.model_copy(update=update)
+
+
+def scenario_request(lab: Lab, scenario: Scenario, mode: ToolInvocationMode) -> DebugRunRequest:
+    """The request of a scenario session in ``mode``; its first turn is the first message.
+
+    Raises:
+        ConfigError: the scenario enables a tool the lab does not have.
+    """
+    request = lab.request(scenario.turns[0], mode=mode)
+    override = scenario.overrides.get(mode)
+    prompts = (override and override.system_prompts) or scenario.system_prompts
+    tools = (override and override.tools) or scenario.tools
+    loops = override.max_event_loops if override and override.max_event_loops is not None else None
+    loops = loops if loops is not None else scenario.max_event_loops
+    event_agent: dict[str, Any] = {}
+    if tools is not None:
+        _check_tools(lab, tools)
+        event_agent["enabled_tools"] = list(tools)
+    if loops is not None:
+        event_agent["max_event_loops"] = loops
+    update: dict[str, Any] = {
+        "event_agent": request.event_agent.model_copy(update=event_agent),
+    }
+    if prompts is not None:
+        update["system_prompts"] = list(prompts)
+    if override and override.temperature is not None:
+        update["chat_agent"] = request.chat_agent.model_copy(
+            update={"temperature": override.temperature}
+        )
+    return request.model_copy(update=update)
+
+
+def _check_tools(lab: Lab, tools: Iterable[str]) -> None:
+    unknown = [name for name in tools if name not in lab.registry]
+    if unknown:
+        known = ", ".join(lab.registry.names())
+        raise ConfigError(f"unknown tool(s) in scenario: {', '.join(unknown)} (known: {known})")
+
+
+async def run_scenario(
+    lab: Lab,
+    scenario: Scenario,
+    mode: ToolInvocationMode,
+    hooks: TurnHooks | None = None,
+) -> SessionRun:
+    """Run every user turn of ``scenario`` as one persisted session in ``mode``.
+
+    A turn starts once the previous one ended; a tool that terminates the session ends
+    the scenario early.
+    """
+    hooks = hooks or TurnHooks()
+    request = scenario_request(lab, scenario, mode)
+    assert lab.chat_client is not None and lab.store is not None
+    with scratch_registry() as registry:
+        runtime = DebugRuntime(lab.chat_client, registry=registry, session_store=lab.store)
+        driver = SessionDriver(runtime, hooks.observer)
+        try:
+            ends = await drive_turns(driver, request, scenario.turns, hooks)
+        finally:
+            await driver.aclose()
+    summary = lab.store.usage_summary(driver.session_id) if driver.session_id else {}
+    errors = [str((end.error or {}).get("message")) for end in ends if end.error]
+    return SessionRun(mode, driver.session_id, turn_samples(ends, summary), summary, errors)
+
+
+def turn_samples(ends: Sequence[TurnEnd], summary: Mapping[str, Any]) -> list[TurnSample]:
+    """Join the live turn ends with the persisted per-turn metrics."""
+    persisted = {turn["turn_index"]: turn for turn in summary.get("turns") or []}
+    provider_ttft = {
+        call["turn_index"]: call.get("ttft_ms")
+        for call in summary.get("calls") or []
+        if call.get("call_kind") == "chat" and call.get("round_index") == 1
+    }
+    samples = []
+    for end in ends:
+        if end.turn_index is None:
+            continue
+        turn = persisted.get(end.turn_index, {})
+        samples.append(
+            TurnSample(
+                turn_index=end.turn_index,
+                status=end.status,
+                round_count=end.round_count
+                if end.round_count is not None
+                else turn.get("round_count"),
+                visible_ttft_ms=end.visible_ttft_ms,
+                provider_ttft_ms=provider_ttft.get(end.turn_index),
+                wall_time_ms=turn.get("turn_wall_time_ms"),
+                model_calls=int(turn.get("model_calls", 0)),
+                fallback_count=int(turn.get("fallback_count", 0)),
+                tool_count=int(turn.get("tool_count", 0)),
+                total_tokens=int(turn.get("total_tokens", 0)),
+                cached_tokens=int(turn.get("cached_tokens", 0)),
+            )
+        )
+    return samples
+
+
+# ------------------------------------------------------------------- statistics
+
+TURN_METRICS: tuple[tuple[str, str], ...] = (
+    ("visible TTFT (ms)", "visible_ttft_ms"),
+    ("provider TTFT (ms)", "provider_ttft_ms"),
+    ("turn wall time (ms)", "wall_time_ms"),
+)
+"""Per-turn latencies: label and ``TurnSample`` field."""
+
+SESSION_METRICS: tuple[tuple[str, str], ...] = (
+    ("tokens / session", "total_tokens"),
+    ("cached tokens / session", "cached_tokens"),
+    ("model calls / session", "model_calls"),
+    ("fallbacks / session", "fallback_count"),
+    ("tools / session", "tool_count"),
+)
+"""Per-session counts: label and ``usage_summary()["session"]`` key."""
+
+
+@dataclass(frozen=True)
+class MetricStats:
+    """Median and 90th percentile of one metric's samples."""
+
+    median: float | None
+    p90: float | None
+    count: int
+
+    @classmethod
+    def of(cls, values: Iterable[float | int | None]) -> MetricStats:
+        """Statistics over the values that are not ``None``."""
+        present = sorted(float(value) for value in values if value is not None)
+        if not present:
+            return cls(None, None, 0)
+        return cls(statistics.median(present), percentile(present, 90), len(present))
+
+
+def percentile(sorted_values: Sequence[float], rank: float) -> float:
+    """The nearest-rank percentile of already sorted values (``rank`` in 0..100)."""
+    if not sorted_values:
+        raise ValueError("no values")
+    index = max(0, math.ceil(rank / 100 * len(sorted_values)) - 1)
+    return sorted_values[min(index, len(sorted_values) - 1)]
+
+
+def summarize_runs(
+    runs: Sequence[SessionRun], modes: Sequence[ToolInvocationMode]
+) -> dict[ToolInvocationMode, dict[str, MetricStats]]:
+    """Per mode, the median and p90 of every turn and session metric."""
+    result: dict[ToolInvocationMode, dict[str, MetricStats]] = {}
+    for mode in modes:
+        mine = [run for run in runs if run.mode == mode]
+        turns = [turn for run in mine for turn in run.turns]
+        stats = {
+            label: MetricStats.of(getattr(turn, name) for turn in turns)
+            for label, name in TURN_METRICS
+        }
+        for label, key in SESSION_METRICS:
+            stats[label] = MetricStats.of(run.totals.get(key) for run in mine)
+        result[mode] = stats
+    return result

@@ -1,0 +1,149 @@
+"""``agent-lab compare``: a scenario in both modes, N times, with a written report."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agent_lab.interfaces.cli.common import (
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    ApiKeyOption,
+    BaseUrlOption,
+    ConfigOption,
+    DbOption,
+    EventModelOption,
+    FastOption,
+    HomeOption,
+    LabOptions,
+    LocalOption,
+    ModelOption,
+    fast_from_env,
+    notice,
+    open_lab,
+    run_async,
+    stdout_console,
+)
+from agent_lab.interfaces.cli.compare import (
+    SessionRun,
+    run_scenario,
+    scenario_settings,
+    summarize_runs,
+)
+from agent_lab.interfaces.cli.compare_report import CompareResult, stats_rows, write_report
+from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
+from agent_lab.interfaces.cli.render import metric_table
+from agent_lab.scenarios import Scenario, bundled_scenarios, load_scenario
+
+if TYPE_CHECKING:
+    from agent_lab.interfaces.lab import Lab
+
+COMPARE_HELP = f"""Run a scenario's user turns in both tool modes, N times, and compare them.
+
+Prints the median and p90 of visible TTFT, provider TTFT and turn wall time (per
+turn) and of tokens, model calls, fallbacks and tools (per session), then writes a
+Markdown report and an HTML page with a latency plot into --out (default: a
+`reports` folder next to the database). SCENARIO is a TOML file (see
+docs/scenarios.md) or a bundled name: {", ".join(bundled_scenarios())}.
+
+Examples:
+
+  agent-lab compare demo
+
+  agent-lab compare demo --repeat 5 --out ./reports
+
+  agent-lab compare my-scenario.toml --base-url http://127.0.0.1:8000/v1 --model qwen2.5
+"""
+
+
+def compare(
+    scenario: Annotated[
+        str, typer.Argument(help="A scenario TOML file or a bundled scenario name.")
+    ],
+    repeat: Annotated[
+        int, typer.Option("--repeat", "-n", min=1, max=1000, help="Sessions per mode.")
+    ] = 1,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", file_okay=False, help="Report folder.", show_default=False),
+    ] = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = None,
+    model: ModelOption = None,
+    event_model: EventModelOption = None,
+    config: ConfigOption = None,
+    db: DbOption = None,
+    home: HomeOption = None,
+    fast: FastOption = False,
+    local: LocalOption = False,
+) -> None:
+    """Compare both modes on a scenario (see ``COMPARE_HELP``)."""
+    options = LabOptions(
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        event_model=event_model,
+        config=config,
+        db=db,
+        home=home,
+        local=local,
+        fast=fast,
+    )
+    run_async(lambda: _compare(options, scenario, repeat, out))
+
+
+async def _compare(options: LabOptions, name: str, repeat: int, out: Path | None) -> int:
+    scenario = load_scenario(name)
+    settings = scenario_settings(options.settings(), scenario, fast=options.fast or fast_from_env())
+    console = stdout_console()
+    started = datetime.now()
+    async with open_lab(settings) as lab:
+        notice(console, lab.endpoint_description)
+        runs = await _run_all(lab, scenario, repeat, console)
+        endpoint = lab.endpoint_description
+    result = CompareResult(
+        scenario=scenario,
+        endpoint=endpoint,
+        repeat=repeat,
+        modes=scenario.modes,
+        runs=runs,
+        stats=summarize_runs(runs, scenario.modes),
+        started_at=started,
+    )
+    console.print(
+        metric_table(f"{scenario.name}: median / p90", scenario.modes, stats_rows(result))
+    )
+    files = write_report(result, out or settings.database().parent / "reports")
+    console.print(f"report: {files.markdown}\n        {files.html}")
+    return EXIT_RUN_FAILED if any(run.errors for run in runs) else EXIT_OK
+
+
+async def _run_all(lab: Lab, scenario: Scenario, repeat: int, console: Console) -> list[SessionRun]:
+    total = repeat * len(scenario.modes) * len(scenario.turns)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    runs: list[SessionRun] = []
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("turns", total=total)
+
+        def after_turn(end: TurnEnd) -> None:
+            progress.advance(task)
+
+        for index in range(repeat):
+            # Alternate the order, so a cold start does not always land on one mode.
+            modes = scenario.modes if index % 2 == 0 else list(reversed(scenario.modes))
+            for mode in modes:
+                progress.update(task, description=f"{mode} #{index + 1}")
+                run = await run_scenario(lab, scenario, mode, TurnHooks(after_turn=after_turn))
+                runs.append(run)
+        progress.update(task, completed=total, description="done")
+    return runs

@@ -1,0 +1,101 @@
+"""``agent-lab replay``: re-run a session against its recorded chunks and diff it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.interfaces.cli.common import (
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    DbOption,
+    HomeOption,
+    LabOptions,
+    run_async,
+    stdout_console,
+)
+from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
+from agent_lab.interfaces.cli.render import ConversationRenderer
+
+if TYPE_CHECKING:
+    from agent_lab.interfaces.cli.replay import ReplayReport
+
+REPLAY_HELP = """Re-run a saved session against the model chunks recorded in its audit.
+
+The current code parses the recorded chunks, resolves arguments and runs the tools
+again (on a temporary copy of their state, into a temporary database: the saved
+session is never changed), keeping the recorded timing scaled by --speed. Then the
+visible text, events, tool results (ids and timestamps ignored) and round counts of
+every turn are compared with the recording. Exit code 0 when identical, 1 when not.
+
+Examples:
+
+  agent-lab replay 3f2a...
+
+  agent-lab replay 3f2a... --speed 4           # four times as fast
+
+  agent-lab replay 3f2a... --speed 0 --quiet   # no waiting, report only
+"""
+
+
+def replay(
+    session_id: Annotated[str, typer.Argument(help="The session to replay.", show_default=False)],
+    speed: Annotated[
+        float,
+        typer.Option("--speed", min=0.0, help="Timing scale: 2 is twice as fast, 0 no waiting."),
+    ] = 1.0,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Only print the comparison.")
+    ] = False,
+    ignore_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ignore-key",
+            help="Also ignore this key in tool results (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOption = None,
+    home: HomeOption = None,
+) -> None:
+    """Replay a session and report differences (see ``REPLAY_HELP``)."""
+    options = LabOptions(db=db, home=home)
+    ignore = frozenset(ignore_key or ())
+    run_async(lambda: _replay(options, session_id, speed, quiet=quiet, ignore=ignore))
+
+
+async def _replay(
+    options: LabOptions, session_id: str, speed: float, *, quiet: bool, ignore: frozenset[str]
+) -> int:
+    console = stdout_console()
+    hooks = TurnHooks() if quiet else _live(ConversationRenderer(console))
+    from agent_lab.interfaces.cli.replay import replay_session
+
+    with SQLiteSessionStore(options.settings().database()) as store:
+        report = await replay_session(store, session_id, speed=speed, hooks=hooks, ignore=ignore)
+    print_report(console, report)
+    return EXIT_OK if report.identical else EXIT_RUN_FAILED
+
+
+def _live(renderer: ConversationRenderer) -> TurnHooks:
+    def after_turn(end: TurnEnd) -> None:
+        renderer.note(end.describe(), "red" if end.error else "dim")
+
+    return TurnHooks(renderer.render, renderer.user, after_turn)
+
+
+def print_report(console: Console, report: ReplayReport) -> None:
+    """The verdict, then one entry per difference."""
+    console.rule("replay")
+    if report.identical:
+        console.print(
+            f"[green]identical[/green]: {report.turns} turn(s) of session {report.session_id} "
+            "reproduced the recorded text, events, tool results and rounds"
+        )
+        return
+    console.print(f"[red]{len(report.differences)} difference(s)[/red] from the recording:")
+    for difference in report.differences:
+        console.print(f"  - {difference}", markup=False)

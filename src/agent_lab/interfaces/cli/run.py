@@ -1,0 +1,172 @@
+"""``agent-lab run``: one turn with live streaming output (or JSON lines)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.runtime import DebugRuntime
+from agent_lab.interfaces.cli.common import (
+    EXIT_OK,
+    ApiKeyOption,
+    AuditOption,
+    BaseUrlOption,
+    ConfigOption,
+    DbOption,
+    EventModelOption,
+    HomeOption,
+    JsonOption,
+    LabOptions,
+    LocalOption,
+    MaxLoopsOption,
+    ModelOption,
+    ModeOption,
+    SystemOption,
+    ToolOption,
+    as_mode,
+    fail,
+    mode_value,
+    notice,
+    on_interrupt,
+    open_lab,
+    print_error,
+    require_session,
+    run_async,
+    run_failure,
+    stdout_console,
+)
+from agent_lab.interfaces.cli.render import ConversationRenderer, JsonLinesWriter
+
+if TYPE_CHECKING:
+    from agent_lab.interfaces.lab import Lab
+
+SessionOption = Annotated[
+    str | None,
+    typer.Option("--session", help="Continue this persisted session.", show_default=False),
+]
+
+RUN_HELP = """Run one user turn and stream the answer, events, tool results and round stats.
+
+Without --base-url (or OPENAI_BASE_URL) the built-in simulated model answers, offline.
+The session is persisted; continue it with --session ID.
+
+Examples:
+
+  agent-lab run "Turn the volume down to 20"
+
+  agent-lab run "Schedule a call tomorrow at 3pm" --mode chat_agent_tools --json
+
+  agent-lab run "And remind me what we said" --session 3f2a...
+
+  agent-lab run "Hi" --base-url http://127.0.0.1:8000/v1 --model qwen2.5 --tool handoff_note
+"""
+
+
+def run(
+    message: Annotated[str, typer.Argument(help="The user message.", show_default=False)],
+    mode: ModeOption = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = None,
+    model: ModelOption = None,
+    event_model: EventModelOption = None,
+    tool: ToolOption = None,
+    max_event_loops: MaxLoopsOption = None,
+    system: SystemOption = None,
+    config: ConfigOption = None,
+    session: SessionOption = None,
+    db: DbOption = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+    audit: AuditOption = False,
+    local: LocalOption = False,
+) -> None:
+    """Run one user turn with live streaming output (see ``RUN_HELP``)."""
+    options = LabOptions(
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        event_model=event_model,
+        mode=mode_value(mode),
+        tools=tuple(tool or ()),
+        max_event_loops=max_event_loops,
+        system=tuple(system or ()),
+        config=config,
+        db=db,
+        home=home,
+        local=local,
+    )
+    if not message.strip():
+        fail("the message is empty")
+    run_async(lambda: _run(options, message, session, as_json=as_json, audit=audit))
+
+
+async def _run(
+    options: LabOptions, message: str, session_id: str | None, *, as_json: bool, audit: bool
+) -> int:
+    async with open_lab(options.settings()) as lab:
+        request = build_request(lab, options, message, session_id)
+        sink: JsonLinesWriter | ConversationRenderer
+        if as_json:
+            sink = JsonLinesWriter(sys.stdout, audits=audit)
+        else:
+            sink = ConversationRenderer(stdout_console(), show_audits=audit)
+            notice(sink.console, lab.endpoint_description)
+        last = await stream_turn(lab.runtime(), request, sink)
+        if isinstance(sink, ConversationRenderer):
+            sink.end_line()
+    if last.get("type") == "done":
+        return EXIT_OK
+    code, line = run_failure(last)
+    print_error(line)
+    return code
+
+
+def build_request(
+    lab: Lab, options: LabOptions, message: str, session_id: str | None
+) -> DebugRunRequest:
+    """The request of a turn; a resumed session keeps its mode unless --mode is given."""
+    mode = options.mode
+    if session_id is not None:
+        session = require_session(lab, session_id)
+        mode = mode or session.get("mode")
+    return lab.request(message, session_id=session_id, mode=as_mode(mode))
+
+
+async def stream_turn(
+    runtime: DebugRuntime,
+    request: DebugRunRequest,
+    sink: JsonLinesWriter | ConversationRenderer,
+) -> Mapping[str, Any]:
+    """Run one turn, render every output, and return the final ``done`` or ``error``.
+
+    The first Ctrl-C cancels the turn through ``runtime.cancel_turn()``; a second one
+    stops waiting at once.
+    """
+    main = asyncio.current_task()
+    interrupts = 0
+
+    def interrupt() -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts > 1 or not runtime.cancel_turn():
+            assert main is not None
+            main.cancel()
+
+    last: Mapping[str, Any] = {"type": "error", "message": "the run ended without output"}
+    try:
+        with on_interrupt(interrupt):
+            async for output in runtime.run(request):
+                sink.render(output)
+                last = output
+    except asyncio.CancelledError:
+        if main is not None:
+            main.uncancel()
+        return {"type": "error", "message": "interrupted", "failure_reason": "cancelled"}
+    finally:
+        await runtime.aclose()
+    return last

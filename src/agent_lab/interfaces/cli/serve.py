@@ -1,0 +1,197 @@
+"""``agent-lab serve`` (the web lab) and ``agent-lab simulate`` (the simulated provider)."""
+
+from __future__ import annotations
+
+import gc
+import ipaddress
+import secrets
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from agent_lab.interfaces.cli.common import (
+    EXIT_OK,
+    ApiKeyOption,
+    BaseUrlOption,
+    ConfigOption,
+    DbOption,
+    HomeOption,
+    LabOptions,
+    LocalOption,
+    ModelOption,
+    fail,
+    guard,
+    open_lab,
+    run_async,
+)
+
+SIMULATE_DEFAULT_PORT = 8766
+"""Not the web lab's 8765, so ``simulate`` and ``serve`` run side by side."""
+
+SIMULATE_HELP = f"""Run the simulated OpenAI-compatible model server until Ctrl-C.
+
+Point any OpenAI-compatible client (or `agent-lab run --base-url ...`) at it.
+
+Examples:
+
+  agent-lab simulate                          # http://127.0.0.1:{SIMULATE_DEFAULT_PORT}/v1
+
+  agent-lab simulate --port 9000 --ttft-ms 800 --tps 20
+
+  agent-lab simulate --ttft-ms 0 --tps 0      # as fast as possible
+"""
+
+SERVE_HELP = """Serve the web lab: run conversations, watch them live, browse sessions.
+
+Binding a non-loopback --host requires a token; without --token one is generated and
+printed once.
+
+Examples:
+
+  agent-lab serve
+
+  agent-lab serve --port 9000 --db /tmp/lab.sqlite3
+
+  agent-lab serve --host 0.0.0.0 --token "$(openssl rand -hex 16)"
+"""
+
+
+def simulate(
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port (0 picks a free one).")
+    ] = SIMULATE_DEFAULT_PORT,
+    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    ttft_ms: Annotated[
+        float, typer.Option("--ttft-ms", min=0.0, help="Milliseconds to the first token.")
+    ] = 300.0,
+    tps: Annotated[
+        float, typer.Option("--tps", min=0.0, help="Tokens per second (0: no pacing).")
+    ] = 40.0,
+) -> None:
+    """Serve the simulated provider until interrupted (see ``SIMULATE_HELP``)."""
+    from agent_lab.infrastructure.simulator.provider import (
+        LatencyModel,
+        SimulatedProvider,
+        serve_forever,
+    )
+
+    with guard():
+        provider = SimulatedProvider(LatencyModel(ttft_ms=ttft_ms, tokens_per_second=tps))
+        serve_forever(host, port, provider=provider, on_ready=_announce_simulator)
+    raise typer.Exit(EXIT_OK)
+
+
+def _announce_simulator(base_url: str) -> None:
+    typer.echo(f"simulated model listening on {base_url}")
+    typer.echo(f"  export OPENAI_BASE_URL={base_url}   # then: agent-lab run 'hello'")
+    typer.echo("  press Ctrl-C to stop")
+
+
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port (0 picks a free one).")
+    ] = 8765,
+    token: Annotated[
+        str | None,
+        typer.Option("--token", help="Require this access token.", show_default=False),
+    ] = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = None,
+    model: ModelOption = None,
+    config: ConfigOption = None,
+    db: DbOption = None,
+    home: HomeOption = None,
+    local: LocalOption = False,
+) -> None:
+    """Serve the web lab (see ``SERVE_HELP``)."""
+    options = LabOptions(
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        config=config,
+        db=db,
+        home=home,
+        local=local,
+    )
+    with guard():
+        create_app = _web_app_factory()
+    generated = token is None and not is_loopback(host)
+    if generated:
+        token = secrets.token_urlsafe(24)
+    binding = Binding(host, port, token, generated)
+    try:
+        run_async(lambda: _serve(options, create_app, binding))
+    except KeyboardInterrupt:  # Ctrl-C is how a server is meant to stop
+        raise typer.Exit(EXIT_OK) from None
+
+
+def _web_app_factory() -> Callable[..., Any]:
+    try:
+        from agent_lab.interfaces.web import create_app
+    except ImportError as exc:
+        fail(f"the web lab is not available in this installation ({exc})")
+    return create_app
+
+
+def is_loopback(host: str) -> bool:
+    """``host`` only accepts connections from this machine."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where the web lab listens, and its token (``generated`` ones are printed once)."""
+
+    host: str
+    port: int
+    token: str | None
+    generated: bool
+
+    def url(self, port: int) -> str:
+        """The page's address; a generated token rides in the fragment."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        fragment = f"#token={self.token}" if self.generated and self.token else ""
+        return f"http://{host}:{port}/{fragment}"
+
+
+async def _serve(options: LabOptions, create_app: Callable[..., Any], binding: Binding) -> int:
+    with _bind(binding.host, binding.port) as sock:
+        return await _serve_on(sock, options, create_app, binding)
+
+
+async def _serve_on(
+    sock: socket.socket, options: LabOptions, create_app: Callable[..., Any], binding: Binding
+) -> int:
+    import uvicorn
+
+    async with open_lab(options.settings()) as lab:
+        app = create_app(lab, token=binding.token)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        server = uvicorn.Server(config)
+        # Everything built so far lives as long as the server: keep it out of the
+        # collector's full passes, which otherwise stall every live session (bench 4).
+        gc.collect()
+        gc.freeze()
+        typer.echo(lab.endpoint_description)
+        if binding.generated:
+            typer.echo(f"access token (shown once): {binding.token}")
+        typer.echo(f"web lab on {binding.url(sock.getsockname()[1])}  (Ctrl-C to stop)")
+        await server.serve(sockets=[sock])
+    return EXIT_OK
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host.strip("[]"), port), family=family)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
