@@ -11,8 +11,8 @@ import pytest
 
 from agent_lab.domain.errors import ProviderProtocolError
 from agent_lab.domain.messages import StreamItem, TokenUsage
-from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream, token_usage
+from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sse"
 FAMILIES = ("openai", "vllm", "ollama", "llamacpp", "deepseek", "nim")

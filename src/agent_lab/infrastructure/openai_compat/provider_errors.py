@@ -116,7 +116,9 @@ def _scrub_chain(exc: BaseException, mask: SecretMask) -> None:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen and mask:
         seen.add(id(current))
-        current.args = tuple(mask.text(arg) if isinstance(arg, str) else arg for arg in current.args)
+        current.args = tuple(
+            mask.text(arg) if isinstance(arg, str) else arg for arg in current.args
+        )
         if isinstance(current, openai.APIError):
             current.message = mask.text(current.message)
             current.body = mask.value(current.body)

@@ -1,9 +1,10 @@
 """Masks credentials in every encoding a provider or proxy may echo them back in (no I/O).
 
 A secret is found whatever mix of these encodings spells it, character by character:
-plain, upper or lower case, JSON-escaped (``\\/`` for ``/``, ``\\u0073`` for ``s``) and
-URL-encoded (``%2F``, ``%2f``). Chunks are masked *after* JSON decoding too, so a key hidden
-behind escapes in the raw bytes cannot survive into the decoded text.
+plain, upper or lower case, JSON-escaped (``\\/`` for ``/``, ``\\u0073`` for ``s``, also
+escaped once more as in a ``repr``) and URL-encoded (``%2F``, ``%2f``). Chunks are masked
+*after* JSON decoding too, so a key hidden behind escapes in the raw bytes cannot survive
+into the decoded text.
 
 Credentials embedded in a base URL (``user:pass@``, ``api-key=``/``key=``/``token=`` query
 values) are secrets as well; ``redact_url`` gives the URL to show in messages and reprs.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 import orjson
 
@@ -31,11 +32,11 @@ def _char_pattern(char: str) -> str:
     for variant in {char, char.lower(), char.upper()}:
         code = ord(variant)
         if code < 0x10000:
-            forms.add(rf"\\u{code:04x}")  # IGNORECASE covers \u00AB and \U00ab
+            forms.add(rf"\\+u{code:04x}")  # IGNORECASE covers \u00AB; \\u when re-escaped
         if code < 0x80:
             forms.add(f"%{code:02x}")
     if char == "/":
-        forms.add(r"\\/")
+        forms.add(r"\\+/")
     return "(?:" + "|".join(sorted(forms)) + ")"
 
 
@@ -127,6 +128,7 @@ def url_secrets(url: str) -> list[str]:
     try:
         parts = urlsplit(url)
         found = [value for value in (parts.username, parts.password) if value]
+        found += [unquote(value) for value in found]
         found += [v for k, v in parse_qsl(parts.query) if k.lower() in _QUERY_SECRETS and v]
     except ValueError:
         return []
