@@ -21,6 +21,7 @@ import orjson
 
 MASK = "***"
 _MIN_SECRET = 4
+_PROBE = 8
 """Shorter values (``key=1``) are not treated as secrets: masking them would garble text."""
 _QUERY_SECRETS = frozenset(
     {"api-key", "api_key", "apikey", "key", "token", "access_token", "auth", "password", "secret"}
@@ -45,10 +46,16 @@ def _pattern(secrets: Iterable[str]) -> str:
     return "|".join(spelled)
 
 
-def _probe(secret: str) -> str:
-    """The longest run of letters and digits: no encoding but ``\\uXXXX`` changes it."""
+def _probe(secret: str) -> bytes:
+    """Up to 8 characters of its longest run of letters and digits, in lower case.
+
+    No encoding but ``\\uXXXX`` changes such a run, so a chunk that contains neither
+    ``\\u`` nor the probe (in any case) cannot spell the secret. A short probe keeps
+    the search fast; a false positive only costs a closer look.
+    """
     runs = re.findall(r"[A-Za-z0-9]+", secret)
-    return max(runs, key=len).lower() if runs else ""
+    run = max(runs, key=len) if runs else secret
+    return run[:_PROBE].lower().encode()
 
 
 class SecretMask:
@@ -66,7 +73,7 @@ class SecretMask:
             pattern = _pattern(unique)
             self._text = re.compile(pattern, re.IGNORECASE)
             self._bytes = re.compile(pattern.encode(), re.IGNORECASE)
-            self._probes = tuple({_probe(s).encode() for s in unique})
+            self._probes = tuple({_probe(s) for s in unique})
 
     def __bool__(self) -> bool:
         return self._text is not None
@@ -88,10 +95,13 @@ class SecretMask:
         """Whether ``raw`` may spell a secret (cheap; false positives only cost time)."""
         if self._bytes is None:
             return False
-        if b"\\u" in raw:
-            return True
         lowered = raw.lower()
-        return any(probe in lowered for probe in self._probes)
+        if b"\\u" in lowered:
+            return True
+        probes = self._probes
+        if len(probes) == 1:  # the usual case, without a generator's overhead
+            return probes[0] in lowered
+        return any(probe in lowered for probe in probes)
 
     def chunk(self, chunk: dict[str, Any], raw: bytes) -> tuple[dict[str, Any], bytes]:
         """Masks a decoded chunk and its JSON text; both come back unchanged when clean."""
