@@ -38,6 +38,7 @@ BENCHMARKS = {
     "chunk_parse": "bench.bench_chunk_parse",
     "store": "bench.bench_store",
     "first_call": "bench.bench_first_call",
+    "transport": "bench.bench_transport",
 }
 
 

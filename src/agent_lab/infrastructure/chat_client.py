@@ -37,6 +37,7 @@ from agent_lab.domain.errors import (
     UsageError,
 )
 from agent_lab.domain.messages import ChatMessage, StreamItem
+from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
 from agent_lab.infrastructure.openai_compat.provider_errors import (
     map_provider_errors,
@@ -63,27 +64,6 @@ for _module in _FIRST_REQUEST_MODULES:
 _StreamingResponse = openai.AsyncAPIResponse[openai.AsyncStream[Any]]
 _Create = Any
 """The SDK's bound ``chat.completions.with_streaming_response.create``."""
-
-
-class ChatStream(AsyncIterator[StreamItem]):
-    """The stream of one ``stream_chat`` call, with its ``CallTiming`` as ``timing``."""
-
-    __slots__ = ("_items", "timing")
-
-    def __init__(self, items: AsyncIterator[StreamItem], timing: CallTiming) -> None:
-        self._items = cast(Any, items)
-        self.timing = timing
-        """Where this call's time went; filled in as the call runs."""
-
-    def __aiter__(self) -> Self:
-        return self
-
-    def __anext__(self) -> Any:
-        return self._items.__anext__()
-
-    async def aclose(self) -> None:
-        """Ends the call early and releases its connection."""
-        await self._items.aclose()
 
 
 class OpenAICompatibleChatClient:
@@ -220,7 +200,8 @@ class OpenAICompatibleChatClient:
             return
         self._closed = True
         if self._warming is not None and not self._warming.done():
-            await asyncio.shield(self._warming)
+            with contextlib.suppress(Exception):  # a failed warm-up has nothing to close
+                await asyncio.shield(self._warming)
         if self._owns_http_client and self._sdk is not None:
             await self._sdk.close()
 
