@@ -60,6 +60,9 @@ _FIRST_REQUEST_MODULES = ("anyio._backends._asyncio", "httpcore._backends.anyio"
 for _module in _FIRST_REQUEST_MODULES:
     with contextlib.suppress(ImportError):
         importlib.import_module(_module)
+_TLS_CONTEXT = httpx.create_ssl_context()
+"""One TLS context for every client the module builds: loading the CA bundle takes
+30-100 ms and holds the GIL, so it happens once, at import, instead of per client."""
 
 _StreamingResponse = openai.AsyncAPIResponse[openai.AsyncStream[Any]]
 _Create = Any
@@ -86,9 +89,9 @@ class OpenAICompatibleChatClient:
     ) -> None:
         """Configures the client and warms it up; no connection is made yet.
 
-        The SDK's request modules are imported with this module. Building the SDK client
-        (its HTTP client and TLS context) runs here when no event loop is running, else
-        in a worker thread so the loop does not stall; ``await warm_up()`` waits for it.
+        The SDK's request modules and a shared TLS context are made with this module.
+        Building the SDK client runs here when no event loop is running, else in a
+        worker thread so the loop does not stall; ``await warm_up()`` waits for it.
         A call waits for it only if it is still running, and then
         ``CallTiming.warmup_ms`` says how long.
 
@@ -308,9 +311,15 @@ class OpenAICompatibleChatClient:
         return ProviderDeadlineExceeded(self._endpoint, kind, limit, elapsed)
 
     def _warm(self) -> None:
-        """Builds the SDK client (its TLS context) and binds its request path."""
+        """Builds the SDK client (about 1 ms) and binds its request path."""
         if self._create is None:
-            sdk = openai.AsyncOpenAI(**self._sdk_options)
+            options = dict(self._sdk_options)
+            if options["http_client"] is None:  # ours, closed with the SDK client
+                timeout = options["timeout"]
+                options["http_client"] = openai.DefaultAsyncHttpxClient(
+                    verify=_TLS_CONTEXT, timeout=timeout
+                )
+            sdk = openai.AsyncOpenAI(**options)
             create = sdk.chat.completions.with_streaming_response.create
             sdk.platform_headers()  # cached by the SDK; reads OS files on first use
             self._sdk, self._create = sdk, create
