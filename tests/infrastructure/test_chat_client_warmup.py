@@ -7,6 +7,7 @@ the loop stalls is measured in ``bench/bench_first_call.py``, not here.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -163,3 +164,22 @@ async def test_a_call_that_waits_for_warm_up_reports_it_apart_from_provider_time
         assert timing.total_ms is not None
         assert 0 <= timing.connect_ms <= timing.first_chunk_ms <= timing.total_ms
         assert timing.attempts == 1
+
+
+@pytest.mark.asyncio
+async def test_concurrent_first_calls_share_one_warm_up() -> None:
+    ok = ScriptedResponse.sse(
+        {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
+    )
+    async with SSETranscriptServer(ok, ok, ok) as server:
+        client = OpenAICompatibleChatClient(server.base_url)
+        messages = [ChatMessage(role="user", content="hi")]
+
+        async def one() -> list[str]:
+            stream = client.stream_chat(messages, [], AgentParams(model="m"))
+            return [item.content async for item in stream if item.kind == "message_delta"]
+
+        results = await asyncio.gather(one(), one(), one())
+        await client.aclose()
+    assert results == [["ok"]] * 3
+    assert server.request_count == 3
