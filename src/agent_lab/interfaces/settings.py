@@ -205,7 +205,7 @@ def _from_toml(path: Path) -> dict[str, Any]:
 
 def _closest(key: str) -> str:
     matches = difflib.get_close_matches(key, list(LabSettings.model_fields), n=1, cutoff=0.6)
-    return f" (did you mean {matches[0]!r}?)" if matches else ""
+    return f" (did you mean {' or '.join(repr(m) for m in matches)}?)" if matches else ""
 
 
 def _describe(exc: ValidationError, origins: Mapping[str, str]) -> str:

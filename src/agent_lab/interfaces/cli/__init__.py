@@ -19,7 +19,7 @@ def main() -> None:
     try:
         from agent_lab.interfaces.cli.commands import main as run_commands
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
+        sys.stderr.write("error: interrupted\n")
         sys.exit(EXIT_INTERRUPTED)
     run_commands()
 

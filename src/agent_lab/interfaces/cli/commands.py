@@ -59,7 +59,7 @@ class OneLineErrors(TyperGroup):
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except (typer.Abort, KeyboardInterrupt):
-            sys.stderr.write("interrupted\n")
+            sys.stderr.write("error: interrupted\n")
             sys.exit(EXIT_INTERRUPTED)
         except CommandFailed as exc:
             print_error(str(exc))
@@ -160,5 +160,5 @@ def main() -> None:
     try:
         app(prog_name="agent-lab")
     except KeyboardInterrupt:  # Ctrl-C before the command took over
-        sys.stderr.write("interrupted\n")
+        sys.stderr.write("error: interrupted\n")
         sys.exit(EXIT_INTERRUPTED)

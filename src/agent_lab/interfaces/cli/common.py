@@ -127,6 +127,9 @@ def guard() -> Iterator[None]:
     """Turn ``CommandFailed`` and ``AgentLabError`` into one stderr line and an exit."""
     try:
         yield
+    except KeyboardInterrupt:  # Ctrl-C before a command's own handler took over
+        print_error("interrupted")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     except CommandFailed as exc:
         print_error(str(exc))
         raise typer.Exit(exc.code) from None

@@ -142,8 +142,9 @@ def _ended_early(session_id: str, rows: Sequence[Mapping[str, Any]], complete: i
             " and this session has none before it"
         )
     later = len(rows) - complete - 1
-    after = f" and the {later} turn(s) after it" if later else ""
-    return f"{why}: turns 1–{complete} are replayed and compared, turn {index}{after} are not"
+    replayed = "turn 1 is" if complete == 1 else f"turns 1–{complete} are"
+    skipped = f"turn {index} and the {later} turn(s) after it are" if later else f"turn {index} is"
+    return f"{why}; {replayed} replayed and compared, {skipped} not"
 
 
 def _recorded_request(

@@ -74,7 +74,9 @@ Examples:
 """
 
 
-_HOW = "give it as an argument, as - to read stdin, or with --file PATH"
+_HOW = (
+    "give it as an argument, as - to read stdin, or with --file PATH (see `agent-lab run --help`)"
+)
 
 FileOption = Annotated[
     Path | None,
