@@ -115,10 +115,21 @@ def _http_failure(status: int, text: str) -> tuple[int, str]:
     return EXIT_RUN_FAILED, text
 
 
-def run_async(main: Callable[[], Coroutine[Any, Any, int]]) -> NoReturn:
-    """The CLI's single ``asyncio.run``: runs ``main`` and exits with its code."""
-    with guard():
-        code = asyncio.run(main())
+def run_async(
+    main: Callable[[], Coroutine[Any, Any, int]], *, interrupted: int = EXIT_INTERRUPTED
+) -> NoReturn:
+    """The CLI's single ``asyncio.run``: runs ``main`` and exits with its code.
+
+    A Ctrl-C that reaches this far (e.g. while the lab starts) ends the command with
+    ``interrupted``: 130 with an ``error: interrupted`` line, or quietly for ``0``.
+    """
+    try:
+        with guard():
+            code = asyncio.run(main())
+    except KeyboardInterrupt:
+        if interrupted != EXIT_OK:
+            print_error("interrupted")
+        raise typer.Exit(interrupted) from None
     raise typer.Exit(code)
 
 
@@ -127,9 +138,6 @@ def guard() -> Iterator[None]:
     """Turn ``CommandFailed`` and ``AgentLabError`` into one stderr line and an exit."""
     try:
         yield
-    except KeyboardInterrupt:  # Ctrl-C before a command's own handler took over
-        print_error("interrupted")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
     except CommandFailed as exc:
         print_error(str(exc))
         raise typer.Exit(exc.code) from None

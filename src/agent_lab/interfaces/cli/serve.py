@@ -137,10 +137,8 @@ def serve(
     if generated:
         token = secrets.token_urlsafe(24)
     binding = Binding(host, port, token, generated)
-    try:
-        run_async(lambda: _serve(options, create_app, binding))
-    except KeyboardInterrupt:  # Ctrl-C is how a server is meant to stop
-        raise typer.Exit(EXIT_OK) from None
+    # Ctrl-C is how a server is meant to stop: exit code 0
+    run_async(lambda: _serve(options, create_app, binding), interrupted=EXIT_OK)
 
 
 def _web_app_factory() -> Callable[..., Any]:
