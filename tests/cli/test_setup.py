@@ -41,14 +41,25 @@ def test_without_a_browser_the_browser_tests_skip_with_one_line(tmp_path: Path) 
 
 
 def test_ci_makes_a_missing_browser_a_failure(tmp_path: Path) -> None:
+    """The gate on a small browser-marked file (collecting the real ones takes long)."""
+    (tmp_path / "test_page.py").write_text(
+        "import pytest\n\n@pytest.mark.browser\ndef test_page():\n    pass\n"
+    )
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    browser: a browser test\n")
     result = run_pytest(
-        BROWSER_TESTS,
+        str(tmp_path),
         "-q",
+        "-p",
+        "browser_gate",
+        f"--rootdir={tmp_path}",
+        "-c",
+        str(tmp_path / "pytest.ini"),
         AGENT_LAB_CHROMIUM=str(tmp_path / "no-chromium"),
         AGENT_LAB_REQUIRE_BROWSER="1",
+        PYTHONPATH=str(REPO / "tests"),
     )
 
-    assert result.returncode == 1
+    assert result.returncode == 1, result.stdout
     assert "browser tests required (AGENT_LAB_REQUIRE_BROWSER=1) but no Chromium" in result.stdout
     assert "AGENT_LAB_REQUIRE_BROWSER=1" in (REPO / ".ci" / "run").read_text()
 
