@@ -96,12 +96,14 @@ def test_a_unique_prefix_stands_for_the_session_everywhere(
     shown = cli("sessions", "show", "abc1")
     exported = cli("sessions", "export", "abc1")
     continued = cli("run", "And down by 5", "--session", "abc1", "--json")
+    chatted = cli("chat", "--session", "abc1", input="And up by 3\n")
     replayed = cli("replay", "abc1", "--speed", "0", "--quiet", "--ignore-key", "previous")
     deleted = cli("sessions", "delete", "abc1", "--yes")
 
     assert shown.exit_code == 0 and first in shown.stdout
     assert json.loads(exported.stdout)["session"]["id"] == first
     assert continued.exit_code == 0 and session_of(continued.stdout) == first
+    assert chatted.exit_code == 0 and f"session {first}" in chatted.stdout
     assert replayed.exit_code == 0, replayed.stdout
     assert deleted.exit_code == 0 and f"deleted session {first}" in deleted.stdout
 
