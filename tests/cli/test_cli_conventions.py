@@ -210,3 +210,13 @@ def test_the_completion_script_is_offered_for_bash(home: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     assert "_AGENT_LAB_COMPLETE" in completed.stdout
     assert os.linesep in completed.stdout
+
+
+def test_an_endpoint_without_a_model_says_how_to_name_one(cli: Invoke) -> None:
+    result = cli("run", "hi", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+
+    assert result.exit_code == 2
+    assert result.error_lines == [
+        "error: no model name for http://127.0.0.1:9/v1: pass --model or set AGENT_LAB_MODEL"
+        " (GET http://127.0.0.1:9/v1/models lists them)"
+    ]

@@ -97,7 +97,11 @@ class LabSettings(BaseModel):
             return SIMULATED_MODEL
         if self.local:
             return "local"
-        raise ConfigError("no model name: pass --model or set AGENT_LAB_MODEL")
+        base = (self.base_url or "").rstrip("/")
+        raise ConfigError(
+            f"no model name for {self.base_url}: pass --model or set AGENT_LAB_MODEL"
+            f" (GET {base}/models lists them)"
+        )
 
     def secret_key(self) -> str | None:
         return self.api_key.get_secret_value() if self.api_key is not None else None
