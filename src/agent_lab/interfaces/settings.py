@@ -10,6 +10,7 @@ built-in simulated model.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import tomllib
@@ -185,7 +186,9 @@ def config_files(environ: Mapping[str, str] | None = None) -> list[Path]:
     environ = os.environ if environ is None else environ
     xdg = environ.get("XDG_CONFIG_HOME", "").strip()
     base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
-    candidates = [base / "agent-lab" / USER_CONFIG_NAME, Path.cwd() / PROJECT_CONFIG_NAME]
+    candidates = [base / "agent-lab" / USER_CONFIG_NAME]
+    with contextlib.suppress(OSError):  # the current directory may have been removed
+        candidates.append(Path.cwd() / PROJECT_CONFIG_NAME)
     return [path for path in candidates if path.is_file()]
 
 
