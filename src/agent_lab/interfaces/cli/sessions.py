@@ -205,8 +205,7 @@ def prune_sessions(
         if not stale:
             console.print(f"no session is older than {older}; nothing deleted")
             return
-        newest = stale[0].get("updated_at")
-        question = f"Delete {len(stale)} session(s) not updated since {newest}?"
+        question = f"Delete {len(stale)} session(s) not updated in the last {older}?"
         if not yes and not typer.confirm(question):
             console.print("nothing deleted")
             return
