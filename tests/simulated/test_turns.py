@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,12 @@ import pytest_asyncio
 
 from agent_lab.application.builtin_tools import builtin_tool_definitions
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
+from agent_lab.application.pricing import Price, cost_breakdown
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+from agent_lab.infrastructure.prices import price_table
 from agent_lab.infrastructure.simulator.provider import SimulatedProviderServer
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.infrastructure.tool_backends.backends import TOOLS_DATABASE_NAME, local_backends
@@ -182,3 +185,30 @@ def test_demo_runs_each_action_once_and_answers_agree(tmp_path: Path) -> None:
     scheduled = [line for line in lines if "Scheduled Design review with Dana for" in line]
     assert len(scheduled) == 2 and all("(Europe/Berlin)" in line for line in scheduled)
     assert sum('"SQLite write-ahead logging in practice"' in line for line in lines) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_stored_turn_is_priced_per_call_round_and_role(
+    chat_client: OpenAICompatibleChatClient, tmp_path: Path
+) -> None:
+    _, usage = await run_turn(chat_client, tmp_path, "dual_agent")
+    sim = Price(input_per_mtok=Decimal(1), output_per_mtok=Decimal(2), cached_input_per_mtok=None)
+
+    priced = cost_breakdown(usage["calls"], price_table({"agent-lab-sim": sim}))
+    unpriced = cost_breakdown(usage["calls"], price_table())
+
+    models = [c for c in usage["calls"] if c["call_kind"] != "tool_execution"]
+    assert [c.metric_key for c in priced.calls] == [c["metric_key"] for c in models]
+    for cost, call in zip(priced.calls, models, strict=True):
+        assert cost.amount == sim.cost(call["prompt_tokens"], call["completion_tokens"])
+    rounds = [priced.round(1, 1).total.amount, priced.round(1, 2).total.amount]
+    assert priced.turn(1).total.amount == priced.session.total.amount == sum(rounds, Decimal(0))
+    fallbacks = [c for c in models if c["call_kind"] != "chat"]
+    assert fallbacks, "the event agent asked the model for some arguments"
+    by_role = priced.session.by_role
+    assert by_role["chat"].priced_calls == 2
+    assert by_role["argument_fallback"].priced_calls + by_role[
+        "argument_generation"
+    ].priced_calls == len(fallbacks)
+    assert unpriced.session.total.amount is None
+    assert unpriced.session.total.describe() == "unknown"
