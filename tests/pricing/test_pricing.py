@@ -215,6 +215,14 @@ def test_tiered_library_price_keeps_its_tiers() -> None:
         assert price.cost(prompt, 1_000) == calc_price(usage, "gemini-2.5-pro").total_price
 
 
+def test_the_endpoint_picks_the_provider() -> None:
+    via_router = GenaiPriceTable(base_url="https://openrouter.ai/api/v1")
+    price = via_router.price_of("openai/gpt-4o-mini")
+    assert price is not None and price.source.endswith("openrouter/openai/gpt-4o-mini")
+    local = GenaiPriceTable(base_url="http://127.0.0.1:8765/v1").price_of("gpt-4o-mini")
+    assert local is not None and local.source.endswith("openai/gpt-4o-mini")
+
+
 def test_unknown_model_has_no_price() -> None:
     table = GenaiPriceTable()
     assert table.price_of("agent-lab-sim") is None

@@ -42,6 +42,9 @@ class GenaiPriceTable:
         provider_id: Look models up at this provider only (e.g. ``openai``,
             ``openrouter``); by default the provider is inferred from the model name,
             and a ``provider/model`` name is tried at that provider.
+        base_url: The endpoint the calls went to; when it is a provider the library
+            knows (``https://api.openai.com/v1``, ``https://openrouter.ai/api/v1``),
+            models are looked up there first.
         clock: Prices in force at this moment (prices change over time).
     """
 
@@ -49,9 +52,11 @@ class GenaiPriceTable:
         self,
         *,
         provider_id: str | None = None,
+        base_url: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._provider_id = provider_id
+        self._base_url = base_url
         self._clock = clock
         self._lock = threading.Lock()
         self._cache: dict[str, Price | None] = {}
@@ -68,13 +73,16 @@ class GenaiPriceTable:
             return self._cache[key]
 
     def _lookup(self, model: str) -> Price | None:
-        candidates = [(self._provider_id, model)]
+        candidates: list[tuple[str | None, str | None, str]] = []
+        if self._base_url and self._provider_id is None:
+            candidates.append((None, self._base_url, model))
+        candidates.append((self._provider_id, None, model))
         prefix, slash, rest = model.partition("/")
         if slash and self._provider_id is None:
-            candidates.append((prefix, rest))
-        for provider_id, model_ref in candidates:
+            candidates.append((prefix, None, rest))
+        for provider_id, url, model_ref in candidates:
             try:
-                provider, info = _snapshot().find_provider_model(model_ref, None, provider_id, None)
+                provider, info = _snapshot().find_provider_model(model_ref, None, provider_id, url)
             except LookupError:
                 continue
             source = f"{LIBRARY} {version(LIBRARY)}: {provider.id}/{info.id}"
@@ -170,7 +178,11 @@ def load_price_overrides(path: Path) -> dict[str, Price]:
 
 
 def price_table(
-    overrides: Mapping[str, Price] | None = None, *, provider_id: str | None = None
+    overrides: Mapping[str, Price] | None = None,
+    *,
+    provider_id: str | None = None,
+    base_url: str | None = None,
 ) -> PriceTable:
     """The lab's price table: ``overrides`` win over ``genai-prices``' data."""
-    return OverriddenPrices(overrides or {}, GenaiPriceTable(provider_id=provider_id))
+    library = GenaiPriceTable(provider_id=provider_id, base_url=base_url)
+    return OverriddenPrices(overrides or {}, library)
