@@ -157,3 +157,17 @@ def test_schedule_intent_uses_the_place_zone(clock: Callable[[], datetime]) -> N
         "start_at": "2026-07-14T12:00:00+02:00",
         "timezone": "Europe/Berlin",
     }
+
+
+@pytest.mark.asyncio
+async def test_a_result_without_a_tool_name_still_counts_as_done(
+    http: httpx.AsyncClient,
+) -> None:
+    body = dual_body("Search for event batch safety")
+    body["messages"] += [
+        {"role": "assistant", "content": "Let me look that up."},
+        {"role": "user", "name": "event_agent", "content": 'EventAgent results:\n{"hits": 0}'},
+    ]
+    result = await stream(http, body)
+
+    assert EVENT_BLOCK_START not in result.content

@@ -37,6 +37,9 @@ class TurnProgress:
     """The results the conversation ends with (empty when it ends otherwise)."""
     spoken: list[str] = field(default_factory=list)
     """What the assistant has said in this turn (preambles, tool confirmations)."""
+    unattributed: int = 0
+    """Results whose tool the simulator cannot tell (a custom tool's payload without a
+    ``tool`` name); each stands for the earliest intent still pending."""
 
     def unreported(self, offer: Offer) -> list[Outcome]:
         """The results the assistant has not already put into words in this turn."""
@@ -55,7 +58,7 @@ class TurnProgress:
                 left[intent.kind] -= 1
             else:
                 waiting.append(intent)
-        return waiting
+        return waiting[self.unattributed :]
 
 
 def turn_progress(messages: list[Message], user_index: int | None, offer: Offer) -> TurnProgress:
@@ -69,13 +72,12 @@ def turn_progress(messages: list[Message], user_index: int | None, offer: Offer)
         for call in message.tool_calls or []
         if (kind := kind_for(call.function.name, offer)) is not None
     )
-    results = Counter(
-        kind for outcome in outcomes if (kind := kind_for(outcome.name, offer)) is not None
-    )
+    kinds = [kind_for(outcome.name, offer) for outcome in outcomes]
+    results = Counter(kind for kind in kinds if kind is not None)
     done = Counter({kind: max(calls[kind], results[kind]) for kind in calls | results})
     spoken = [message.text for message in turn if message.role == "assistant" and message.text]
     latest = outcomes_before(messages, len(messages))
-    return TurnProgress(outcomes, done, latest, spoken)
+    return TurnProgress(outcomes, done, latest, spoken, kinds.count(None))
 
 
 def kind_for(name: str, offer: Offer) -> IntentKind | None:
