@@ -171,3 +171,27 @@ async def test_a_result_without_a_tool_name_still_counts_as_done(
     result = await stream(http, body)
 
     assert EVENT_BLOCK_START not in result.content
+
+
+@pytest.mark.asyncio
+async def test_an_uncertain_outcome_is_not_repeated_and_is_worded_as_uncertain(
+    http: httpx.AsyncClient,
+) -> None:
+    uncertain = {"tool": "calendar.schedule.create", "status": "unknown"}
+    body = dual_body("Schedule lunch with Sam tomorrow at noon and turn it up")
+    body["messages"] += [
+        {"role": "assistant", "content": "On it."},
+        {
+            "role": "user",
+            "name": "event_agent",
+            "content": "EventAgent results:\n"
+            + "\n".join(map(json.dumps, (uncertain, {"hits": 3, "volume": 60}))),
+        },
+    ]
+    result = await stream(http, body)
+
+    assert EVENT_BLOCK_START not in result.content
+    assert result.content == (
+        "I couldn't confirm whether the calendar entry went through; please check before I "
+        "retry. Volume set to 60."
+    )

@@ -20,6 +20,7 @@ from agent_lab.infrastructure.simulator.intents import IntentKind
 from agent_lab.infrastructure.simulator.request import Message
 
 _FAILED_STATUSES = {"error", "failed", "failure", "timeout", "timed_out", "cancelled"}
+_UNCERTAIN_STATUSES = {"unknown", "outcome_unknown", "uncertain"}
 _NAME_KEYS = ("event_name", "name", "tool", "event")
 _PAYLOAD_KEYS = ("result", "payload", "content", "output", "data")
 _LIST_KEYS = ("results", "sources", "items", "hits", "documents", "organic")
@@ -30,6 +31,13 @@ _ACTIONS = {
     IntentKind.SCHEDULE: "scheduling that",
     IntentKind.SEARCH: "the web search",
     IntentKind.NOTE: "saving the note",
+    IntentKind.GOODBYE: "ending the session",
+}
+_SUBJECTS = {
+    IntentKind.VOLUME: "the volume change",
+    IntentKind.SCHEDULE: "the calendar entry",
+    IntentKind.SEARCH: "the web search",
+    IntentKind.NOTE: "the note",
     IntentKind.GOODBYE: "ending the session",
 }
 _MAX_SENTENCES = 3
@@ -44,6 +52,27 @@ class Outcome:
     payload: Any
     error: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def uncertain(self) -> bool:
+        """The tool may or may not have acted (e.g. a call restored after a crash)."""
+        flat = _flatten(self.payload)
+        return str(flat.get("status", "")).lower() in _UNCERTAIN_STATUSES
+
+
+def outcome_kind(outcome: Outcome, offer: Offer) -> IntentKind | None:
+    """What the result's tool does: by its name, else by the shape of its payload."""
+    kind = kind_of(offer.named(outcome.name) or OfferedTool(outcome.name))
+    if kind is not None:
+        return kind
+    flat = _flatten(outcome.payload)
+    if result_list(outcome.payload):
+        return IntentKind.SEARCH
+    if "start_at" in flat:
+        return IntentKind.SCHEDULE
+    if "volume" in flat:
+        return IntentKind.VOLUME
+    return None
 
 
 def outcomes_before(messages: list[Message], end: int) -> list[Outcome]:
@@ -156,7 +185,7 @@ def summarize(outcomes: list[Outcome], offer: Offer) -> str:
 
 def already_said(outcome: Outcome, offer: Offer, text: str) -> bool:
     """True when ``text`` already states this result (a tool's own confirmation, say)."""
-    kind = kind_of(offer.named(outcome.name) or OfferedTool(outcome.name))
+    kind = outcome_kind(outcome, offer)
     if not outcome.ok or kind not in (IntentKind.SCHEDULE, IntentKind.SEARCH):
         return False
     if kind is IntentKind.SCHEDULE:
@@ -169,10 +198,13 @@ def already_said(outcome: Outcome, offer: Offer, text: str) -> bool:
 
 
 def _sentence(outcome: Outcome, offer: Offer) -> str:
-    kind = kind_of(offer.named(outcome.name) or OfferedTool(outcome.name))
+    kind = outcome_kind(outcome, offer)
+    action = _ACTIONS.get(kind, outcome.name) if kind else outcome.name
     if not outcome.ok:
-        action = _ACTIONS.get(kind, outcome.name) if kind else outcome.name
         return f"Sorry, {action} failed: {_clip(outcome.error or 'unknown error')}."
+    if outcome.uncertain:
+        subject = _SUBJECTS.get(kind, outcome.name) if kind else outcome.name
+        return f"I couldn't confirm whether {subject} went through; please check before I retry."
     if kind is IntentKind.SEARCH:
         return search_sentence(outcome)
     if kind is IntentKind.SCHEDULE:

@@ -18,6 +18,7 @@ from agent_lab.infrastructure.simulator.catalog import Offer, OfferedTool, kind_
 from agent_lab.infrastructure.simulator.followup import (
     Outcome,
     already_said,
+    outcome_kind,
     outcomes_before,
     outcomes_in,
 )
@@ -72,7 +73,7 @@ def turn_progress(messages: list[Message], user_index: int | None, offer: Offer)
         for call in message.tool_calls or []
         if (kind := kind_for(call.function.name, offer)) is not None
     )
-    kinds = [kind_for(outcome.name, offer) for outcome in outcomes]
+    kinds = [outcome_kind(outcome, offer) for outcome in outcomes]
     results = Counter(kind for kind in kinds if kind is not None)
     done = Counter({kind: max(calls[kind], results[kind]) for kind in calls | results})
     spoken = [message.text for message in turn if message.role == "assistant" and message.text]
