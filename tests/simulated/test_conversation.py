@@ -195,3 +195,19 @@ async def test_an_uncertain_outcome_is_not_repeated_and_is_worded_as_uncertain(
         "I couldn't confirm whether the calendar entry went through; please check before I "
         "retry. Volume set to 60."
     )
+
+
+@pytest.mark.parametrize(
+    ("message", "query"),
+    [
+        ("Search the local corpus for SQLite WAL.", "SQLite WAL"),
+        ("search the web for salt and pepper", "salt and pepper"),
+        ("Search my notes for Dana", "Dana"),
+        ("Search for event batch safety", "event batch safety"),
+    ],
+)
+def test_search_query_leaves_out_where_to_search(
+    message: str, query: str, clock: Callable[[], datetime]
+) -> None:
+    [intent] = detect_intents(message, clock())
+    assert intent.arguments == {"query": query}
