@@ -290,3 +290,19 @@ def test_overrides_under_agent_lab_section() -> None:
 def test_malformed_overrides_are_config_errors(config: dict[str, Any], problem: str) -> None:
     with pytest.raises(ConfigError, match=problem.replace(".", r"\.").replace('"', '"')):
         price_overrides(config)
+
+
+def test_one_config_file_holds_the_settings_and_the_prices(tmp_path: Path) -> None:
+    from agent_lab.interfaces.settings import load_settings
+
+    config = tmp_path / "lab.toml"
+    config.write_text(
+        '[agent_lab]\nmodel = "gpt-4o-mini"\n\n'
+        '[prices."gpt-4o-mini"]\ninput_per_mtok = 0.12\noutput_per_mtok = 0.48\n',
+        encoding="utf-8",
+    )
+    settings = load_settings(config_file=config, environ={})
+    overrides = load_price_overrides(config)
+
+    assert settings.model == "gpt-4o-mini"
+    assert overrides["gpt-4o-mini"].input_per_mtok == Decimal("0.12")
