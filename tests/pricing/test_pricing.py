@@ -16,6 +16,7 @@ from agent_lab.application.pricing import (
     PriceTable,
     PriceTier,
     cost_breakdown,
+    cost_of,
     format_usd,
 )
 from agent_lab.application.session_store import CallMetric
@@ -148,6 +149,14 @@ def test_unpriced_model_is_unknown_never_zero() -> None:
     assert breakdown.session.total.known == CHEAP.cost(1000, 100)
     assert breakdown.session.total.describe() == "≥ $0.00140 (1 call unpriced)"
     assert breakdown.round(1, 2).total.describe() == "unknown"
+
+
+def test_live_figures_are_priced_or_unknown() -> None:
+    table = Fixed(cheap=CACHED)
+    live = cost_of(table, "cheap", prompt_tokens=1000, completion_tokens=100, cached_tokens=600)
+    assert live == CACHED.cost(1000, 100, 600)
+    assert cost_of(table, "other", prompt_tokens=1000, completion_tokens=100) is None
+    assert cost_of(table, None, prompt_tokens=1000, completion_tokens=100) is None
 
 
 def test_a_call_without_reported_usage_is_unknown_even_when_priced() -> None:

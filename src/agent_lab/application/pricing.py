@@ -181,6 +181,21 @@ class CostBreakdown:
         return self.turns.get(turn_index, CostSplit())
 
 
+def cost_of(
+    table: PriceTable,
+    model: str | None,
+    *,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int = 0,
+) -> Decimal | None:
+    """One call's dollars from live figures (a ``round_stats`` output, say), or ``None``."""
+    price = table.price_of(model) if model else None
+    if price is None:
+        return None
+    return price.cost(prompt_tokens, completion_tokens, cached_tokens)
+
+
 def call_cost(metric: CallMetric, table: PriceTable) -> CallCost | None:
     """The cost of one metric; ``None`` for metrics that are not model calls."""
     if metric.call_kind not in MODEL_ROLES:
