@@ -171,6 +171,7 @@ async def test_a_result_without_a_tool_name_still_counts_as_done(
     result = await stream(http, body)
 
     assert EVENT_BLOCK_START not in result.content
+    assert result.content == "That's done."
 
 
 @pytest.mark.asyncio

@@ -41,6 +41,7 @@ _SUBJECTS = {
     IntentKind.GOODBYE: "ending the session",
 }
 _MAX_SENTENCES = 3
+_UNNAMED = "event"
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ def outcomes_from_results_text(text: str) -> list[Outcome]:
 
 
 def _from_record(record: dict[str, Any]) -> Outcome:
-    name = next((str(record[key]) for key in _NAME_KEYS if record.get(key)), "event")
+    name = next((str(record[key]) for key in _NAME_KEYS if record.get(key)), _UNNAMED)
     payload = next((record[key] for key in _PAYLOAD_KEYS if key in record), record)
     payload = _maybe_json(payload) if isinstance(payload, str) else payload
     error = _find_error(record)
@@ -216,7 +217,7 @@ def _sentence(outcome: Outcome, offer: Offer) -> str:
         return "I've passed that note along."
     if kind is IntentKind.GOODBYE:
         return "Goodbye!"
-    return f"{outcome.name} finished."
+    return "That's done." if outcome.name == _UNNAMED else f"{outcome.name} finished."
 
 
 def search_sentence(outcome: Outcome) -> str:
