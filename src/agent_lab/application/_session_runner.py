@@ -11,26 +11,23 @@ import contextlib
 import uuid
 from typing import Any
 
-from agent_lab.application import _outputs
+from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
-from agent_lab.application._persistence import SessionRecorder
+from agent_lab.application._batches import EventAgentLink
+from agent_lab.application._modes import restore_history
+from agent_lab.application._persistence import NullRecorder, SessionRecorder
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
-from agent_lab.application._transcript import (
-    History,
-    fold_title,
-    persisted_call_ids,
-    restore_history,
-)
+from agent_lab.application._transcript import History, fold_title, persisted_call_ids
 from agent_lab.application._turn import EngineDeps, TurnEngine, as_user_message
 from agent_lab.application.contracts import DebugRunRequest
-from agent_lab.application.event_agent import EventAgent
+from agent_lab.application.event_agent import EventAgent, ReplyChannel
 from agent_lab.application.events import EventBatchExecutor
 from agent_lab.application.ports import ChatClient, Clock
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry
-from agent_lab.domain.errors import AgentLabError, PersistenceFailed, SessionBusy
+from agent_lab.domain.errors import AgentLabError, PersistenceFailed, RunCancelled
 from agent_lab.domain.messages import ChatMessage
 
 
@@ -61,6 +58,7 @@ class SessionRunner:
         self.executor = EventBatchExecutor(
             registry, clock=clock, max_parallel=request.event_agent.max_parallel_events
         )
+        self.replies = ReplyChannel(wire=queues.input)
         self._event_agent_task: asyncio.Task[None] | None = None
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
         self.engine: TurnEngine | None = None
@@ -77,7 +75,7 @@ class SessionRunner:
                 self.executor,
                 self.queues,
                 self.auditor,
-                ensure_event_agent=self._ensure_event_agent,
+                EventAgentLink(self.queues.events, self.replies, self._ensure_event_agent),
             ),
             session,
         )
@@ -95,8 +93,7 @@ class SessionRunner:
                 await self._serve_turns(turn)
         finally:
             await self._stop_event_agent()
-            if session.recorder is not None:
-                await finish_even_if_cancelled(session.recorder.close())
+            await finish_even_if_cancelled(session.recorder.close())
 
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress, if any; the session goes on."""
@@ -115,7 +112,7 @@ class SessionRunner:
                 history=History(),
                 seen_call_ids=set(),
                 next_turn_index=1,
-                recorder=None,
+                recorder=NullRecorder(),
                 one_shot=self.one_shot,
             )
         session_id = request.session_id or uuid.uuid4().hex
@@ -125,9 +122,9 @@ class SessionRunner:
         title = fold_title(request.user_message) or "Untitled session"
         try:
             stored = await recorder.open(request, title)
-        except (SessionBusy, PersistenceFailed, AgentLabError) as exc:
+        except AgentLabError as exc:
             await recorder.close()
-            await self.queues.output.put(_outputs.error(str(exc), _open_failure_reason(exc)))
+            await self.queues.output.put(_outputs.error(exc))
             return None
         self.auditor.session_id = session_id
         self.auditor.sink = recorder
@@ -143,12 +140,12 @@ class SessionRunner:
         )
 
     def _started_details(self, session: SessionState) -> dict[str, Any]:
-        return {
-            "session_id": session.session_id,
-            "tool_invocation_mode": session.mode,
-            "restored_message_count": len(session.history),
-            "first_turn_index": self.auditor.turn_index or session.next_turn_index,
-        }
+        return _audit_details.session_started(
+            session.session_id,
+            session.mode,
+            len(session.history),
+            self.auditor.turn_index or session.next_turn_index,
+        )
 
     async def _run_one_shot(self, turn: TurnState) -> None:
         await self.queues.input.put(ChatMessage(role="user", content=self.request.user_message))
@@ -158,10 +155,8 @@ class SessionRunner:
         outcome = await self._run_turn(turn, user)
         ended = await self.auditor.emit("session_finished", {"status": outcome.status})
         outcome = await self._close_turn(turn, outcome, ended)
-        if outcome.status in ("failed", "cancelled"):
-            await self.queues.output.put(
-                _outputs.error(outcome.error or "turn failed", outcome.failure_reason)
-            )
+        if outcome.failure is not None:
+            await self.queues.output.put(_outputs.error(outcome.failure))
         else:
             await self.queues.output.put(_outputs.done())
 
@@ -181,11 +176,7 @@ class SessionRunner:
             outcome = await self._run_turn(turn, user)
             ended = await self.auditor.emit(
                 "turn_completed",
-                {
-                    "turn_index": turn.index,
-                    "round_count": turn.round_index,
-                    "status": outcome.status,
-                },
+                _audit_details.turn_completed(turn.index, turn.round_index, outcome.status),
             )
             outcome = await self._close_turn(turn, outcome, ended)
             await self._announce(turn, outcome)
@@ -196,8 +187,8 @@ class SessionRunner:
         await self.queues.output.put(_outputs.done())
 
     async def _announce(self, turn: TurnState, outcome: TurnOutcome) -> None:
-        if outcome.status in ("failed", "cancelled"):
-            message = _outputs.error(outcome.error or "turn failed", outcome.failure_reason)
+        if outcome.failure is not None:
+            message = _outputs.error(outcome.failure)
         else:
             message = _outputs.turn_completed(turn.index, turn.round_index)
         await self.queues.output.put(message)
@@ -212,15 +203,13 @@ class SessionRunner:
             if current is not None and current.cancelling():
                 raise
             await self._stop_event_agent()  # its batch died with the turn
-            return TurnOutcome("cancelled", "turn cancelled", "cancelled")
+            return TurnOutcome("cancelled", RunCancelled())
         finally:
             self._turn_task = None
 
     async def _close_turn(self, turn: TurnState, outcome: TurnOutcome, ended: float) -> TurnOutcome:
         assert self.engine is not None
         recorder = self.engine.session.recorder
-        if recorder is None:
-            return outcome
         try:
             await recorder.finish_turn(
                 turn.index,
@@ -230,15 +219,15 @@ class SessionRunner:
                 round_count=turn.round_index,
             )
         except PersistenceFailed as exc:
-            if outcome.status in ("completed", "terminated"):
-                return TurnOutcome("failed", str(exc), exc.failure_reason)
+            if outcome.failure is None:
+                return TurnOutcome("failed", exc)
         return outcome
 
     async def _next_user_message(self) -> ChatMessage | None:
-        assert self.engine is not None
-        buffered = self.engine.session.buffered
+        """The next user turn from ``queues.input`` (the event agent's ``tool`` replies,
+        recorded there too, are skipped)."""
         while True:
-            item = buffered.popleft() if buffered else await self.queues.input.get()
+            item = await self.queues.input.get()
             if item is None:
                 return None
             message = as_user_message(item)
@@ -255,7 +244,7 @@ class SessionRunner:
             self.executor,
             clock=self.clock,
             events=self.queues.events,
-            replies=self.queues.input,
+            replies=self.replies,
         )
         self._event_agent_task = asyncio.create_task(agent.serve())
 
@@ -267,11 +256,4 @@ class SessionRunner:
                 await task
         while not self.queues.events.empty():  # a request its turn no longer waits for
             self.queues.events.get_nowait()
-
-
-def _open_failure_reason(exc: Exception) -> str:
-    if isinstance(exc, PersistenceFailed):
-        return exc.failure_reason
-    if isinstance(exc, SessionBusy):
-        return "session_busy"
-    return "session_open_failed"
+        self.replies.clear()

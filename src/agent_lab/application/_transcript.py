@@ -1,4 +1,5 @@
-"""What each agent sees: chat request messages, event-agent history, and restore rules."""
+"""What each agent sees: chat request messages, event-agent history, and restore rules
+(the modes in ``_modes`` pick theirs)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
+from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
@@ -95,7 +96,7 @@ def event_agent_history(
 
 
 def results_message(replies: Sequence[ChatMessage]) -> ChatMessage:
-    """The single user message that hands ``dual_agent`` results back to the chat agent."""
+    """The single user message that hands the event agent's results to the chat agent."""
     lines = "\n".join(reply.content for reply in replies)
     return ChatMessage(role="user", content=RESULTS_HEADER + lines, name=EVENT_AGENT_NAME)
 
@@ -110,17 +111,8 @@ def message_from_record(record: dict[str, Any]) -> ChatMessage:
     )
 
 
-def restore_history(
-    records: Iterable[dict[str, Any]], mode: ToolInvocationMode
-) -> list[ChatMessage]:
-    """The persisted history as the provider may see it (DESIGN.md §8)."""
-    messages = [message_from_record(record) for record in records]
-    if mode == "dual_agent":
-        return _visible_only(messages)
-    return repair_tool_transcript(messages)
-
-
-def _visible_only(messages: Iterable[ChatMessage]) -> list[ChatMessage]:
+def visible_history(messages: Iterable[ChatMessage]) -> list[ChatMessage]:
+    """User and assistant messages with visible text, without the tool protocol."""
     return [
         ChatMessage(role=message.role, content=message.content)
         for message in messages
