@@ -70,12 +70,8 @@ def wants_follow_up(result: EventResult) -> bool:
 
 def decide(batch: EventBatchResult, *, chat_spoke: bool, registry: ToolRegistry) -> PolicyDecision:
     logical = batch.logical_results
+    confirmations = _confirmations(logical)
     terminal = [r for r in logical if r.policy is ResultPolicy.TERMINATE and r.succeeded]
-    confirmations = tuple(
-        r.confirmation
-        for r in logical
-        if r.policy is ResultPolicy.TEMPLATE and r.succeeded and r.confirmation
-    )
     if terminal:
         return PolicyDecision(
             terminate=True,
@@ -89,9 +85,22 @@ def decide(batch: EventBatchResult, *, chat_spoke: bool, registry: ToolRegistry)
         terminate=False,
         llm_follow_up=bool(follow_ups),
         confirmations=confirmations,
-        corrective=bool(follow_ups)
-        and not any(r.policy is ResultPolicy.FOLLOW_UP for r in follow_ups),
+        corrective=_only_corrections(follow_ups),
     )
+
+
+def _confirmations(results: tuple[EventResult, ...]) -> tuple[str, ...]:
+    """The sentences of successful TEMPLATE tools, in call order."""
+    return tuple(
+        r.confirmation
+        for r in results
+        if r.policy is ResultPolicy.TEMPLATE and r.succeeded and r.confirmation
+    )
+
+
+def _only_corrections(follow_ups: list[EventResult]) -> bool:
+    """True when every result asking for a round is a failed non-FOLLOW_UP tool."""
+    return bool(follow_ups) and all(r.policy is not ResultPolicy.FOLLOW_UP for r in follow_ups)
 
 
 def next_step(decision: PolicyDecision, *, user_spoke: bool) -> NextStep:

@@ -213,12 +213,9 @@ class EventAgent:
         )
         calls = tuple(r.call for r in resolved if r.call is not None)
         failures = [failure for r in resolved for failure in r.failures]
-        not_run = {
-            f.event_id: f"argument generation failed: {f.cause}"
-            for f in failures
-            if f.stage == "generation"
-        }
-        batch = await self._execute(request, [r.event for r in resolved], context, not_run)
+        batch = await self._execute(
+            request, [r.event for r in resolved], context, _not_run(failures)
+        )
         details = _audit_details.event_agent_response(
             request.scope,
             [result.tool_message() for result in batch.results],
@@ -336,6 +333,15 @@ class EventAgent:
             ),
             history=request.history,
         )
+
+
+def _not_run(failures: list[ArgumentFailure]) -> dict[str, str]:
+    """Events whose arguments could not be generated fail with the cause, unrun."""
+    return {
+        failure.event_id: f"argument generation failed: {failure.cause}"
+        for failure in failures
+        if failure.stage == "generation"
+    }
 
 
 async def _resolve_with(
