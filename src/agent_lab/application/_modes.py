@@ -14,11 +14,8 @@ from typing import Any, Protocol
 
 from agent_lab.application._batches import BatchRun, RoundContext, run_direct_batch, run_dual_batch
 from agent_lab.application._chat_round import Offer, StreamedRound
-from agent_lab.application._transcript import (
-    message_from_record,
-    repair_tool_transcript,
-    visible_history,
-)
+from agent_lab.application._restore import read_stored_history
+from agent_lab.application._transcript import repair_tool_transcript, visible_history
 from agent_lab.application.contracts import ToolInvocationMode
 from agent_lab.application.tools import ToolRegistry
 from agent_lab.domain.messages import ChatMessage, StreamItemKind
@@ -101,5 +98,9 @@ def mode_for(name: ToolInvocationMode) -> ToolMode:
 def restore_history(
     records: Iterable[dict[str, Any]], mode: ToolInvocationMode
 ) -> list[ChatMessage]:
-    """The persisted history as the provider may see it in ``mode`` (DESIGN.md §8)."""
-    return mode_for(mode).restore([message_from_record(record) for record in records])
+    """The persisted history as the provider may see it in ``mode`` (DESIGN.md §8).
+
+    Raises:
+        InvalidStoredRow: a stored row no repair rule applies to.
+    """
+    return mode_for(mode).restore(read_stored_history(records).messages)

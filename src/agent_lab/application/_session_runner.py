@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from typing import Any
 
 from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import EventAgentLink
-from agent_lab.application._modes import restore_history
+from agent_lab.application._modes import mode_for
 from agent_lab.application._persistence import NullRecorder, SessionRecorder
+from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application._transcript import History, fold_title, persisted_call_ids
@@ -27,8 +29,10 @@ from agent_lab.application.ports import ChatClient, Clock
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry
-from agent_lab.domain.errors import AgentLabError, PersistenceFailed, RunCancelled
+from agent_lab.domain.errors import AgentLabError, InternalError, PersistenceFailed, RunCancelled
 from agent_lab.domain.messages import ChatMessage
+
+logger = logging.getLogger("agent_lab.application.runtime")
 
 
 class SessionRunner:
@@ -64,6 +68,13 @@ class SessionRunner:
         self.engine: TurnEngine | None = None
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        except Exception as exc:  # a bug must end the session with an error, not a hang
+            logger.exception("session failed unexpectedly")
+            await self.queues.output.put(_outputs.error(InternalError(f"session failed: {exc}")))
+
+    async def _run(self) -> None:
         origin = self.clock()
         session = await self._open()
         if session is None:
@@ -122,30 +133,37 @@ class SessionRunner:
         title = fold_title(request.user_message) or "Untitled session"
         try:
             stored = await recorder.open(request, title)
+            restored = read_stored_history(stored.records, session_id)
         except AgentLabError as exc:
-            await recorder.close()
+            await recorder.close()  # releases the writer claim at once
             await self.queues.output.put(_outputs.error(exc))
             return None
+        for repair in restored.repairs:
+            logger.warning("session %s: stored message #%s %s", session_id, repair.seq, repair)
         self.auditor.session_id = session_id
         self.auditor.sink = recorder
         return SessionState(
             request=request,
             session_id=session_id,
             scope_prefix=session_id,
-            history=History(restore_history(stored.records, request.tool_invocation_mode)),
+            history=History(mode_for(request.tool_invocation_mode).restore(restored.messages)),
             seen_call_ids=persisted_call_ids(stored.records),
             next_turn_index=stored.next_turn_index,
             recorder=recorder,
             one_shot=self.one_shot,
+            repairs=restored.repairs,
         )
 
     def _started_details(self, session: SessionState) -> dict[str, Any]:
-        return _audit_details.session_started(
+        details = _audit_details.session_started(
             session.session_id,
             session.mode,
             len(session.history),
             self.auditor.turn_index or session.next_turn_index,
         )
+        if session.repairs:
+            details["repaired_rows"] = [repair.audit_entry() for repair in session.repairs]
+        return details
 
     async def _run_one_shot(self, turn: TurnState) -> None:
         await self.queues.input.put(ChatMessage(role="user", content=self.request.user_message))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_lab.application._persistence import Recorder
+from agent_lab.application._restore import RowRepair
 from agent_lab.application._transcript import History, RequestPrefix
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric
@@ -30,6 +31,8 @@ class SessionState:
     prefix: RequestPrefix = field(init=False)
     """System prompts and pre-messages, the same for every chat call."""
     terminated: bool = False
+    repairs: list[RowRepair] = field(default_factory=list)
+    """Stored rows the restore had to repair (audited in ``session_started``)."""
 
     def __post_init__(self) -> None:
         self.prefix = RequestPrefix(self.request)

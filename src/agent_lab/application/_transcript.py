@@ -175,8 +175,10 @@ def persisted_call_ids(records: Iterable[dict[str, Any]]) -> set[str]:
     """Every provider call id the session has used, for duplicate detection."""
     ids: set[str] = set()
     for record in records:
-        for call in record.get("tool_calls") or []:
-            ids.add(str(call["id"]))
+        calls = record.get("tool_calls") or []
+        for call in calls if isinstance(calls, list) else []:
+            if isinstance(call, dict) and call.get("id"):
+                ids.add(str(call["id"]))
     return ids
 
 

@@ -20,6 +20,7 @@ Branches are named for who is at fault::
         ├── SessionNotFound
         ├── SessionBusy             another live runtime drives the session
         ├── StoreFormatError        the file is not a store, or has a newer schema
+        ├── InvalidStoredRow        a stored message cannot be restored (names the row)
         └── PersistenceFailed       a write failed; ``reason`` classifies it
 
 Errors build their own messages; a raise site passes the facts. Every error also says
@@ -192,6 +193,21 @@ class StoreFormatError(StoreError):
 
     code = "session_persistence_failed:corrupt"
     exit_kind = "usage"
+
+
+class InvalidStoredRow(StoreError):
+    """A stored message is not a valid message, and no repair rule applies to it."""
+
+    code = "stored_row_invalid"
+
+    def __init__(self, session_id: str, seq: object, turn_index: object, problem: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.problem = problem
+        super().__init__(
+            f"session {session_id!r} cannot be restored: its stored message #{seq} "
+            f"(turn {turn_index}) is invalid: {problem}"
+        )
 
 
 _REASON_WORDING: dict[PersistenceFailure, str] = {

@@ -100,12 +100,8 @@ _EXIT_CODES: dict[str, int] = {
 }
 _RUN_FAILURE_LINES: dict[str, str] = {
     "cancelled": "turn cancelled",
-    "provider_error:http_401": (
-        "the provider rejected the request (HTTP 401); check your API key"
-    ),
-    "provider_error:http_403": (
-        "the provider rejected the request (HTTP 403); check your API key"
-    ),
+    "provider_error:http_401": ("the provider rejected the request (HTTP 401); check your API key"),
+    "provider_error:http_403": ("the provider rejected the request (HTTP 403); check your API key"),
 }
 """Failures whose line replaces the runtime's message (it may quote the provider)."""
 _RUN_FAILURE_HINTS: dict[str, str] = {
