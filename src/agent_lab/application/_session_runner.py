@@ -215,7 +215,10 @@ class SessionRunner:
         assert self.engine is not None
         self._turn_task = asyncio.create_task(self.engine.run_turn(turn, user))
         try:
-            return await self._turn_task
+            outcome = await self._turn_task
+            if outcome.status == "failed":
+                await self._stop_event_agent()  # a batch it may still run died with the turn
+            return outcome
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from agent_lab.application import _audit_details, _outputs, _policies
@@ -28,15 +28,35 @@ from agent_lab.application._policies import Finish, NextStep, PolicyDecision, Ru
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application._transcript import chat_request_messages
+from agent_lab.application.contracts import MAX_EVENT_LOOPS
 from agent_lab.application.events import EventBatchExecutor
 from agent_lab.application.ports import ChatClient
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.tools import ToolRegistry
-from agent_lab.domain.errors import AgentLabError, InternalError, ModelBehaviorError
+from agent_lab.domain.errors import (
+    AgentLabError,
+    InternalError,
+    ModelBehaviorError,
+    TurnLimitExceeded,
+)
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
 logger = logging.getLogger("agent_lab.application.runtime")
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    """Hard caps per turn, whatever the request asks for (docs/runtime.md)."""
+
+    max_rounds: int = MAX_EVENT_LOOPS + 1
+    """The event budget allows at most ``max_event_loops + 1`` rounds; this is the
+    backstop."""
+    max_seconds: float = 600.0
+    """Wall time from the turn's start to its last round."""
+
+
+DEFAULT_TURN_LIMITS = TurnLimits()
 
 
 @dataclass
@@ -47,6 +67,7 @@ class EngineDeps:
     queues: RuntimeQueues
     auditor: Auditor
     event_agent: EventAgentLink
+    limits: TurnLimits = field(default_factory=lambda: DEFAULT_TURN_LIMITS)
 
 
 class TurnEngine:
@@ -72,9 +93,19 @@ class TurnEngine:
 
     async def run_turn(self, turn: TurnState, user: ChatMessage) -> TurnOutcome:
         """Run every round of one turn; failures come back as the outcome."""
+        limit = self.deps.limits.max_seconds
+        try:
+            async with asyncio.timeout(limit):
+                return await self._run_rounds(turn, user)
+        except TimeoutError:
+            await self._abandon_open_batch(turn)
+            return TurnOutcome("failed", TurnLimitExceeded("wall_time", f"{limit:g} s limit"))
+
+    async def _run_rounds(self, turn: TurnState, user: ChatMessage) -> TurnOutcome:
         try:
             await self._open_turn(turn, user)
             while True:
+                self._check_round_cap(turn)
                 step = await self._run_round(turn)
                 match step:
                     case RunAgain():
@@ -96,6 +127,11 @@ class TurnEngine:
             logger.exception("turn %s failed unexpectedly", turn.index)
             await self._abandon_open_batch(turn)
             return TurnOutcome("failed", InternalError(f"turn failed: {exc}"))
+
+    def _check_round_cap(self, turn: TurnState) -> None:
+        cap = self.deps.limits.max_rounds
+        if turn.round_index >= cap:
+            raise TurnLimitExceeded("rounds", f"limit of {cap} rounds")
 
     async def _open_turn(self, turn: TurnState, user: ChatMessage) -> None:
         if not self.session.one_shot:

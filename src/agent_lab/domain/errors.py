@@ -15,6 +15,7 @@ Branches are named for who is at fault::
     ├── ToolError
     │   └── ToolFailed              a tool handler or argument resolver raised
     ├── RunCancelled                the turn was cancelled before it completed
+    ├── TurnLimitExceeded           a turn hit the hard cap on rounds or wall time
     ├── InternalError               an unexpected exception (a bug) ended the turn
     └── StoreError                  the session store failed
         ├── SessionNotFound
@@ -145,6 +146,18 @@ class RunCancelled(AgentLabError):
 
     def __init__(self, message: str = "turn cancelled") -> None:
         super().__init__(message)
+
+
+class TurnLimitExceeded(AgentLabError):
+    """A turn ran into the runtime's hard cap on rounds or on wall time."""
+
+    def __init__(self, limit: Literal["rounds", "wall_time"], detail: str) -> None:
+        self.limit = limit
+        super().__init__(f"the turn was stopped at its {detail}")
+
+    @property
+    def failure_reason(self) -> str:
+        return f"turn_limit_exceeded:{self.limit}"
 
 
 class InternalError(AgentLabError):
