@@ -114,10 +114,10 @@ class SessionRunner:
         return True
 
     async def _open(self) -> SessionState | None:
-        request = self.request
+        """The session's state, or ``None`` after an ``error`` output (claim released)."""
         if self.store is None:
             return SessionState(
-                request=request,
+                request=self.request,
                 session_id=None,
                 scope_prefix=f"run-{uuid.uuid4().hex[:12]}",
                 history=History(),
@@ -126,18 +126,22 @@ class SessionRunner:
                 recorder=NullRecorder(),
                 one_shot=self.one_shot,
             )
-        session_id = request.session_id or uuid.uuid4().hex
+        session_id = self.request.session_id or uuid.uuid4().hex
         recorder = SessionRecorder(
             self.store, session_id, claim_wait_seconds=self.claim_wait_seconds
         )
-        title = fold_title(request.user_message) or "Untitled session"
         try:
-            stored = await recorder.open(request, title)
-            restored = read_stored_history(stored.records, session_id)
+            return await self._open_stored(recorder)
         except AgentLabError as exc:
             await recorder.close()  # releases the writer claim at once
             await self.queues.output.put(_outputs.error(exc))
             return None
+
+    async def _open_stored(self, recorder: SessionRecorder) -> SessionState:
+        request, session_id = self.request, recorder.session_id
+        title = fold_title(request.user_message) or "Untitled session"
+        stored = await recorder.open(request, title)
+        restored = read_stored_history(stored.records, session_id)
         for repair in restored.repairs:
             logger.warning("session %s: stored message #%s %s", session_id, repair.seq, repair)
         self.auditor.session_id = session_id

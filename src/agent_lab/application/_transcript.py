@@ -154,21 +154,34 @@ def _repair_batch(
     assistant: ChatMessage, replies: list[ChatMessage], seen_ids: set[str]
 ) -> list[ChatMessage]:
     call_ids = [call.id for call in assistant.tool_calls]
-    by_id: dict[str, ChatMessage] = {}
-    for reply in replies:
-        if reply.tool_call_id in call_ids and reply.tool_call_id not in by_id:
-            by_id[reply.tool_call_id] = reply
-    complete = (
-        len(set(call_ids)) == len(call_ids)
-        and not seen_ids.intersection(call_ids)
-        and all(call_id in by_id for call_id in call_ids)
-    )
-    if complete:
+    by_id = _first_reply_per_call(call_ids, replies)
+    if _batch_is_complete(call_ids, by_id, seen_ids):
         seen_ids.update(call_ids)
         return [assistant, *(by_id[call_id] for call_id in call_ids)]
     if assistant.content.strip():
         return [ChatMessage(role="assistant", content=assistant.content)]
     return []
+
+
+def _first_reply_per_call(
+    call_ids: list[str], replies: list[ChatMessage]
+) -> dict[str, ChatMessage]:
+    by_id: dict[str, ChatMessage] = {}
+    for reply in replies:
+        if reply.tool_call_id in call_ids and reply.tool_call_id not in by_id:
+            by_id[reply.tool_call_id] = reply
+    return by_id
+
+
+def _batch_is_complete(
+    call_ids: list[str], by_id: dict[str, ChatMessage], seen_ids: set[str]
+) -> bool:
+    """Every call answered, no id twice in the batch or used by an earlier batch."""
+    return (
+        len(set(call_ids)) == len(call_ids)
+        and not seen_ids.intersection(call_ids)
+        and all(call_id in by_id for call_id in call_ids)
+    )
 
 
 def persisted_call_ids(records: Iterable[dict[str, Any]]) -> set[str]:
