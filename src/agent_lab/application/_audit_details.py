@@ -28,6 +28,15 @@ def session_started(
     }
 
 
+def session_finished(status: str | None = None) -> Details:
+    """One-shot runs say how their turn ended; a session's close says nothing more."""
+    return {} if status is None else {"status": status}
+
+
+def turn_started(turn_index: int) -> Details:
+    return {"turn_index": turn_index}
+
+
 def turn_completed(turn_index: int, round_count: int, status: str) -> Details:
     return {"turn_index": turn_index, "round_count": round_count, "status": status}
 

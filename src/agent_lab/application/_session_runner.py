@@ -175,7 +175,9 @@ class SessionRunner:
         if user is None:
             return
         outcome = await self._run_turn(turn, user)
-        ended = await self.auditor.emit("session_finished", {"status": outcome.status})
+        ended = await self.auditor.emit(
+            "session_finished", _audit_details.session_finished(outcome.status)
+        )
         outcome = await self._close_turn(turn, outcome, ended)
         if outcome.failure is not None:
             await self.queues.output.put(_outputs.error(outcome.failure))
@@ -205,7 +207,7 @@ class SessionRunner:
             turn = None
             if outcome.status == "terminated":
                 break
-        await self.auditor.emit("session_finished", {})
+        await self.auditor.emit("session_finished", _audit_details.session_finished())
         await self.queues.output.put(_outputs.done())
 
     async def _announce(self, turn: TurnState, outcome: TurnOutcome) -> None:

@@ -135,7 +135,7 @@ class TurnEngine:
 
     async def _open_turn(self, turn: TurnState, user: ChatMessage) -> None:
         if not self.session.one_shot:
-            await self.auditor.emit("turn_started", {"turn_index": turn.index})
+            await self.auditor.emit("turn_started", _audit_details.turn_started(turn.index))
             await self.deps.queues.output.put(_outputs.turn_started(turn.index))
         await self.session.recorder.start_turn(turn.index, user)
         self.session.history.append(user)
