@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from agent_lab.application._metrics import ModelCall
 from agent_lab.application.events import EventBatchResult, EventResult
@@ -32,7 +32,7 @@ class ArgumentFailure:
 
     event_id: str
     event_name: str
-    stage: str
+    stage: Literal["resolver", "generation"]
     """``resolver`` (it raised; the model is asked instead) or ``generation`` (the forced
     call failed; the event fails with this cause)."""
     cause: str
