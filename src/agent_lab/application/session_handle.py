@@ -1,0 +1,187 @@
+"""``RuntimeSession``: one multi-turn session behind an ``async with`` block.
+
+For example::
+
+    async with runtime.session(request) as session:
+        async for message in session:          # the first turn is request.user_message
+            if message["type"] == "turn_completed":
+                break
+        await session.send("and the second turn")
+        await session.close()                  # ends after the turns already sent
+        async for message in session:          # the rest, down to ``done``
+            ...
+
+It is a thin layer over ``DebugRuntime.start_session()`` and its queues: the same turn
+engine runs the turns. Leaving the block ends the session whatever happened inside it
+(a return, an exception, a cancellation): the turn in progress and the turns not yet
+run are cancelled, and the block is left only once the runtime has stopped, its
+writer claim released and every task it started finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from agent_lab.application._tasks import finish_even_if_cancelled
+from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.protocol import OutputMessage
+from agent_lab.application.queues import RuntimeQueues
+from agent_lab.domain.errors import UsageError
+from agent_lab.domain.messages import ChatMessage
+
+if TYPE_CHECKING:
+    from agent_lab.application.runtime import DebugRuntime
+
+
+class RuntimeSession:
+    """A running session: ``send()`` turns, iterate its output, ``close()`` it.
+
+    Iterating yields every output message (``OutputMessage``, audits included) and ends
+    when the session has ended and stopped: after ``done`` (the input was closed or a
+    tool terminated the session), or after the ``error`` of a session that could not
+    be opened (e.g. ``session_busy``). A failed turn's ``error`` does not end it.
+    Only one consumer should iterate.
+    """
+
+    def __init__(self, runtime: DebugRuntime, request: DebugRunRequest) -> None:
+        self._runtime = runtime
+        self._request = request
+        self._queues: RuntimeQueues | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._backlog: deque[OutputMessage] = deque()
+        self._input_closed = False
+        self._ended = False
+        self.session_id: str | None = request.session_id
+        """The persisted session's id, once ``session_started`` has been read."""
+
+    async def __aenter__(self) -> RuntimeSession:
+        if self._task is not None:
+            raise UsageError("a session handle can be entered only once")
+        self._queues, self._task = self._runtime._launch_session(self._request)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            await self._wind_down()
+        finally:  # interrupted while winding down: stop the runtime outright
+            await finish_even_if_cancelled(self._stop())
+
+    @property
+    def running(self) -> bool:
+        """The runtime still runs this session (it may have said ``done`` already)."""
+        return self._task is not None and not self._task.done()
+
+    async def send(self, message: str | ChatMessage) -> None:
+        """Submit a user turn; it runs after the turn in progress, if any."""
+        queues, task = self._require()
+        if self._input_closed or task.done():
+            raise UsageError("the session is closed")
+        await queues.input.put(message)
+
+    def cancel_turn(self) -> bool:
+        """Cancel the turn in progress (its ``error`` says ``cancelled``); the session goes on.
+
+        Returns whether a turn was running.
+        """
+        return self.running and self._runtime.cancel_turn()
+
+    async def close(self) -> None:
+        """Close the input: the turns already sent still run, then the session ends.
+
+        Returns once the runtime has stopped; the output produced meanwhile is kept
+        for the iteration, which then ends after ``done``.
+        """
+        self._require()
+        self._close_input()
+        while (message := await self._read_runtime()) is not None:
+            self._backlog.append(message)
+
+    def __aiter__(self) -> RuntimeSession:
+        return self
+
+    async def __anext__(self) -> OutputMessage:
+        if self._ended:
+            raise StopAsyncIteration
+        self._require()
+        message = self._backlog.popleft() if self._backlog else await self._read_runtime()
+        if message is None:
+            self._ended = True
+            raise StopAsyncIteration
+        if message["type"] == "session_started" and "session_id" in message:
+            self.session_id = message["session_id"]
+        return message
+
+    def _require(self) -> tuple[RuntimeQueues, asyncio.Task[None]]:
+        if self._queues is None or self._task is None:
+            raise UsageError("the session is not open; use `async with runtime.session(...)`")
+        return self._queues, self._task
+
+    def _close_input(self) -> None:
+        if not self._input_closed and self._queues is not None:
+            self._input_closed = True
+            self._queues.input.put_nowait(None)
+
+    async def _read_runtime(self) -> OutputMessage | None:
+        """The next output message, or ``None`` once the runtime has stopped."""
+        queues, task = self._require()
+        output = queues.output
+        if output.empty() and not task.done():
+            getter: asyncio.Task[OutputMessage] = asyncio.ensure_future(output.get())
+            try:
+                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:  # cancelled: keep a message the getter already took
+                taken = await _settle(getter)
+                if taken is not None:
+                    self._backlog.append(taken)
+                raise
+            taken = await _settle(getter)
+            if taken is not None:
+                return taken
+        if output.empty():
+            return None  # the runtime stopped and everything it said has been read
+        message: OutputMessage = output.get_nowait()
+        return message
+
+    async def _wind_down(self) -> None:
+        """End the session now: drop unsent turns, close, cancel what still runs."""
+        if self._queues is None or self._task is None or self._task.done():
+            return
+        _drop_pending(self._queues.input)
+        self._close_input()
+        self._runtime.cancel_turn()
+        while (message := await self._read_runtime()) is not None:
+            if message["type"] == "turn_started":  # a turn buffered inside the engine
+                self._runtime.cancel_turn()
+        self._backlog.clear()
+
+    async def _stop(self) -> None:
+        """Cancel the runtime's task if it still runs and wait for it to finish."""
+        task = self._task
+        if task is None:
+            return
+        self._ended = True
+        if not task.done():
+            await self._runtime.aclose()
+        elif not task.cancelled() and task.exception() is not None:
+            await task  # a crash of the runtime is never silent
+
+
+async def _settle(getter: asyncio.Task[OutputMessage]) -> OutputMessage | None:
+    """Stop a pending ``get()``; return the message it took, if it took one."""
+    if not getter.done():
+        getter.cancel()
+        await asyncio.wait({getter})
+    return None if getter.cancelled() else getter.result()
+
+
+def _drop_pending(queue: asyncio.Queue[Any]) -> None:
+    while not queue.empty():
+        queue.get_nowait()
