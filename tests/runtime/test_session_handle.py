@@ -143,8 +143,10 @@ async def test_iteration_ends_after_close_with_the_turns_already_sent(tmp_path: 
     async with runtime.session(_request("first")) as session:
         await session.send("second")
         await session.close()
-        assert not session.running  # close() returns once the runtime has stopped
+        with pytest.raises(UsageError):
+            await session.send("too late")
         rest = [message async for message in session]
+        assert not session.running  # the iteration ends once the runtime has stopped
     assert _types(rest).count("turn_completed") == 2
     assert _types(rest)[-1] == "done"
     assert [m["content"] for m in store.list_messages("handle")][-1] == "two"
@@ -163,6 +165,22 @@ async def test_iteration_ends_after_the_error_of_a_session_that_cannot_open(
             outputs = [message async for message in session]
     assert outputs[-1]["type"] == "error"
     assert outputs[-1].get("failure_reason") == "session_busy"
+
+
+@pytest.mark.asyncio
+async def test_a_plain_exit_after_close_lets_the_turns_already_sent_finish(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteSessionStore(tmp_path / "lab.sqlite3")
+    client = ScriptedChatClient([text("one"), text("two")])
+    runtime = DebugRuntime(client, session_store=store)
+    async with runtime.session(_request("first")) as session:
+        await session.send("second")
+        await session.close()  # and leave without reading anything
+    assert not runtime.running
+    assert [m["content"] for m in store.list_messages("handle")][-2:] == ["second", "two"]
+    statuses = [turn["status"] for turn in store.usage_summary("handle")["turns"]]
+    assert statuses == ["completed", "completed"]
 
 
 @pytest.mark.asyncio

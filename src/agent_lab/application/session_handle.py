@@ -7,15 +7,16 @@ For example::
             if message["type"] == "turn_completed":
                 break
         await session.send("and the second turn")
-        await session.close()                  # ends after the turns already sent
+        await session.close()                  # no more turns after the ones sent
         async for message in session:          # the rest, down to ``done``
             ...
 
 It is a thin layer over ``DebugRuntime.start_session()`` and its queues: the same turn
-engine runs the turns. Leaving the block ends the session whatever happened inside it
-(a return, an exception, a cancellation): the turn in progress and the turns not yet
-run are cancelled, and the block is left only once the runtime has stopped, its
-writer claim released and every task it started finished.
+engine runs the turns. The block is left only once the runtime has stopped, its writer
+claim released and every task it started finished, whatever happened inside it. A
+plain exit after ``close()`` lets the turns already sent run to their end first; any
+other exit (without ``close()``, by an exception, by a cancellation) ends the session
+at once: the turn in progress and the turns not yet run are cancelled.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application.contracts import DebugRunRequest
-from agent_lab.application.protocol import OutputMessage
+from agent_lab.application.event_agent import EventBatchDone
+from agent_lab.application.protocol import InputItem, OutputMessage
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.domain.errors import UsageError
 from agent_lab.domain.messages import ChatMessage
@@ -70,7 +72,10 @@ class RuntimeSession:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            await self._wind_down()
+            if exc_type is None and self._input_closed and not _being_cancelled():
+                await self._drain()
+            else:
+                await self._wind_down()
         finally:  # interrupted while winding down: stop the runtime outright
             await finish_even_if_cancelled(self._stop())
 
@@ -81,10 +86,11 @@ class RuntimeSession:
 
     async def send(self, message: str | ChatMessage) -> None:
         """Submit a user turn; it runs after the turn in progress, if any."""
-        queues, task = self._require()
-        if self._input_closed or task.done():
-            raise UsageError("the session is closed")
-        await queues.input.put(message)
+        await self._open_input().put(message)
+
+    def send_nowait(self, message: str | ChatMessage) -> None:
+        """``send()`` without waiting (raises ``asyncio.QueueFull`` on a full bounded queue)."""
+        self._open_input().put_nowait(message)
 
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress (its ``error`` says ``cancelled``); the session goes on.
@@ -94,15 +100,22 @@ class RuntimeSession:
         return self.running and self._runtime.cancel_turn()
 
     async def close(self) -> None:
-        """Close the input: the turns already sent still run, then the session ends.
+        """Accept no more turns: the ones already sent still run, then the session ends.
 
-        Returns once the runtime has stopped; the output produced meanwhile is kept
-        for the iteration, which then ends after ``done``.
+        The iteration goes on down to ``done``; a plain exit from the block after
+        ``close()`` waits for those turns instead of cancelling them.
         """
-        self._require()
-        self._close_input()
-        while (message := await self._read_runtime()) is not None:
-            self._backlog.append(message)
+        queues, _ = self._require()
+        if not self._input_closed:
+            self._input_closed = True
+            await queues.input.put(None)
+
+    def close_nowait(self) -> None:
+        """``close()`` without waiting (raises ``asyncio.QueueFull`` on a full bounded queue)."""
+        queues, _ = self._require()
+        if not self._input_closed:
+            queues.input.put_nowait(None)
+            self._input_closed = True
 
     def __aiter__(self) -> RuntimeSession:
         return self
@@ -124,10 +137,11 @@ class RuntimeSession:
             raise UsageError("the session is not open; use `async with runtime.session(...)`")
         return self._queues, self._task
 
-    def _close_input(self) -> None:
-        if not self._input_closed and self._queues is not None:
-            self._input_closed = True
-            self._queues.input.put_nowait(None)
+    def _open_input(self) -> asyncio.Queue[InputItem | EventBatchDone]:
+        queues, task = self._require()
+        if self._input_closed or task.done():
+            raise UsageError("the session is closed")
+        return queues.input
 
     async def _read_runtime(self) -> OutputMessage | None:
         """The next output message, or ``None`` once the runtime has stopped."""
@@ -154,13 +168,20 @@ class RuntimeSession:
         """End the session now: drop unsent turns, close, cancel what still runs."""
         if self._queues is None or self._task is None or self._task.done():
             return
-        _drop_pending(self._queues.input)
-        self._close_input()
+        _drop_pending(self._queues.input)  # a ``None`` from ``close()`` too, hence:
+        self._input_closed = True
+        self._queues.input.put_nowait(None)  # the queue was just emptied: it has room
         self._runtime.cancel_turn()
         while (message := await self._read_runtime()) is not None:
             if message["type"] == "turn_started":  # a turn buffered inside the engine
                 self._runtime.cancel_turn()
         self._backlog.clear()
+
+    async def _drain(self) -> None:
+        """Let the session end on its own; nobody reads what it still says."""
+        self._backlog.clear()
+        while await self._read_runtime() is not None:
+            pass
 
     async def _stop(self) -> None:
         """Cancel the runtime's task if it still runs and wait for it to finish."""
@@ -180,6 +201,11 @@ async def _settle(getter: asyncio.Task[OutputMessage]) -> OutputMessage | None:
         getter.cancel()
         await asyncio.wait({getter})
     return None if getter.cancelled() else getter.result()
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _drop_pending(queue: asyncio.Queue[Any]) -> None:

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -24,6 +24,7 @@ import typer
 from rich.console import Console
 
 from agent_lab.application.contracts import ToolInvocationMode
+from agent_lab.application.protocol import ErrorMessage
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain import errors
 from agent_lab.interfaces.settings import LabSettings, load_settings
@@ -93,14 +94,14 @@ def describe_error(exc: errors.AgentLabError) -> tuple[int, str]:
     return EXIT_RUN_FAILED, str(exc)
 
 
-def run_failure(message: Mapping[str, Any]) -> tuple[int, str]:
+def run_failure(message: ErrorMessage) -> tuple[int, str]:
     """The exit code and one-line message for an ``error`` output of a run."""
-    text = str(message.get("message") or "the run failed")
-    if message.get("failure_reason") == "cancelled":
+    text = message["message"] or "the run failed"
+    reason = message.get("failure_reason", "")
+    if reason == "cancelled":
         return EXIT_INTERRUPTED, "turn cancelled"
-    if message.get("failure_reason") == "session_busy":
+    if reason == "session_busy":
         return EXIT_USAGE, text
-    reason = str(message.get("failure_reason") or "")
     if reason.startswith("provider_error:http_"):
         return _http_failure(int(reason.removeprefix("provider_error:http_")), text)
     if reason == "provider_error:unreachable":
