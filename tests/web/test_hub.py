@@ -69,7 +69,7 @@ async def test_many_sessions_run_concurrently_in_one_hub(settings: LabSettings) 
 @pytest.mark.asyncio
 async def test_an_idle_session_without_clients_is_closed(settings: LabSettings) -> None:
     async with Lab(settings) as lab:
-        hub = SessionHub(lab, WebOptions(idle_seconds=0.2, poll_seconds=0.05))
+        hub = SessionHub(lab, WebOptions(idle_seconds=0.2))
         outbox = Outbox(100_000)
         live: LiveSession = await hub.start(lab.request("hello", session_id="idle"), outbox)
         await asyncio.wait_for(drain_until_turn_completed(outbox), timeout=20)
