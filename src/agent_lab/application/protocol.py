@@ -9,12 +9,17 @@ them, so a consumer that narrows on ``message["type"]`` gets its fields type-che
         elif message["type"] == "error":
             print(message["message"], message.get("failure_reason"))
 
-Nothing here changes the wire format: the dicts are exactly what ``json`` writes.
+Nothing here changes the wire format: the dicts are exactly what ``json`` writes. The
+types also validate with pydantic (``TypeAdapter(OutputMessage)``), e.g. for a consumer
+that reads the protocol back from JSON lines.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, Required, TypeAlias, TypedDict
+from typing import Any, Literal, NotRequired, Required, TypeAlias
+
+# typing_extensions: pydantic validates these on Python 3.11 too
+from typing_extensions import TypedDict
 
 from agent_lab.domain.messages import ChatMessage
 
