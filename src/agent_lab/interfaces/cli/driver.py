@@ -133,9 +133,10 @@ class SessionDriver:
         """Close the session's input, observe its output down to ``done``, stop the runtime."""
         session = self._session
         try:
-            if session is not None and not self._done:
-                await session.close()
-                async for message in session:
+            if session is not None:
+                if session.running:
+                    await session.close()
+                async for message in session:  # down to ``done``, after a terminate too
                     self._observe(message)
         finally:
             await self._stack.aclose()
