@@ -223,6 +223,21 @@ async def test_the_claim_is_released_when_the_body_raises(tmp_path: Path) -> Non
 
 
 @pytest.mark.asyncio
+async def test_the_claim_is_released_when_the_body_raises_before_the_session_opened(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteSessionStore(tmp_path / "lab.sqlite3")
+    runtime = DebugRuntime(ScriptedChatClient([text("unused")]), session_store=store)
+    with pytest.raises(KeyError):
+        async with runtime.session(_request("too soon")):
+            raise KeyError("at once")  # the runtime has not even claimed the session yet
+    assert not runtime.running
+    assert _other_tasks() == set()
+    taken = await _can_claim(store, "right after")
+    assert taken[-1]["type"] == "turn_completed"
+
+
+@pytest.mark.asyncio
 async def test_the_claim_is_released_when_the_body_is_cancelled(tmp_path: Path) -> None:
     store = SQLiteSessionStore(tmp_path / "lab.sqlite3")
     release, started = asyncio.Event(), asyncio.Event()
