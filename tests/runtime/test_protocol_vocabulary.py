@@ -9,7 +9,12 @@ import pytest
 from pydantic import TypeAdapter
 
 from agent_lab.application import protocol
-from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
+from agent_lab.application.contracts import (
+    AgentParams,
+    DebugRunRequest,
+    EventAgentParams,
+    ToolInvocationMode,
+)
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.errors import ProviderHTTPError
@@ -44,17 +49,17 @@ def _registry() -> ToolRegistry:
     )
 
 
-def _request(mode: str, message: str) -> DebugRunRequest:
+def _request(mode: ToolInvocationMode, message: str) -> DebugRunRequest:
     return DebugRunRequest(
         session_id=f"vocabulary-{mode}",
         user_message=message,
         chat_agent=AgentParams(model="m"),
         event_agent=EventAgentParams(enabled_tools=["note"], max_event_loops=1),
-        tool_invocation_mode=mode,  # type: ignore[arg-type]
+        tool_invocation_mode=mode,
     )
 
 
-async def _outputs(mode: str, tmp_path: Path) -> list[protocol.OutputMessage]:
+async def _outputs(mode: ToolInvocationMode, tmp_path: Path) -> list[protocol.OutputMessage]:
     event = text_event("e1", "note") if mode == "dual_agent" else tool_call("e1", "note")
     usage = StreamItem.usage_item(TokenUsage(prompt_tokens=3, completion_tokens=2, total_tokens=5))
     client = ScriptedChatClient(
@@ -79,7 +84,9 @@ async def _outputs(mode: str, tmp_path: Path) -> list[protocol.OutputMessage]:
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("mode", ["dual_agent", "chat_agent_tools"])
-async def test_every_output_message_matches_its_typed_dict(mode: str, tmp_path: Path) -> None:
+async def test_every_output_message_matches_its_typed_dict(
+    mode: ToolInvocationMode, tmp_path: Path
+) -> None:
     outputs = await _outputs(mode, tmp_path)
     kinds = {message["type"] for message in outputs}
     assert kinds == set(get_args(protocol.OutputType))  # every type was exercised
