@@ -106,6 +106,7 @@ class DebugRuntime:
 
     @property
     def running(self) -> bool:
+        """The session or run this runtime started has not stopped yet."""
         return self._task is not None and not self._task.done()
 
     async def aclose(self) -> None:
