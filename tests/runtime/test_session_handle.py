@@ -285,3 +285,47 @@ async def test_no_task_is_left_after_a_normal_exit() -> None:
         assert runtime.running
     assert _other_tasks() == before
     assert not runtime.running
+
+
+class _ClockBroke(Exception):
+    pass
+
+
+def _broken_clock() -> float:
+    raise _ClockBroke("the clock broke")
+
+
+@pytest.mark.asyncio
+async def test_a_crashed_runtime_ends_the_iteration_and_surfaces_on_exit() -> None:
+    runtime = DebugRuntime(ScriptedChatClient([]), clock=_broken_clock)
+    seen: list[OutputMessage] = []
+    with pytest.raises(_ClockBroke):
+        async with runtime.session(_request()) as session:
+            async for message in session:
+                seen.append(message)
+            assert not session.running
+    assert seen == []
+    assert _other_tasks() == set()
+
+
+@pytest.mark.asyncio
+async def test_run_surfaces_a_crash_instead_of_waiting_forever() -> None:
+    runtime = DebugRuntime(ScriptedChatClient([]), clock=_broken_clock)
+    request = _request().model_copy(update={"session_id": None})
+
+    async def consume() -> list[OutputMessage]:
+        return [message async for message in runtime.run(request)]
+
+    consumer = asyncio.create_task(consume())
+    await asyncio.sleep(0)  # run() has started the runtime
+    crashed = runtime._task
+    assert crashed is not None
+    await asyncio.wait({crashed})
+    for _ in range(10):  # a few turns of the loop, no clock involved
+        await asyncio.sleep(0)
+    stuck = not consumer.done()
+    consumer.cancel()
+    with pytest.raises(_ClockBroke):
+        await consumer
+    assert not stuck, "run() kept waiting for output from a runtime that had crashed"
+    assert not runtime.running

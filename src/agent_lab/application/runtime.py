@@ -31,7 +31,7 @@ from agent_lab.application.events import EventBatchResult
 from agent_lab.application.ports import ChatClient, Clock
 from agent_lab.application.protocol import TERMINAL_TYPES, OutputMessage
 from agent_lab.application.queues import RuntimeQueues
-from agent_lab.application.session_handle import RuntimeSession
+from agent_lab.application.session_handle import RuntimeSession, next_output
 from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain.errors import UsageError
@@ -88,10 +88,15 @@ class DebugRuntime:
     async def run(self, request: DebugRunRequest) -> AsyncIterator[OutputMessage]:
         """Run one turn, yielding every output message until ``done`` or ``error``."""
         queues = self.start(request)
+        task = self._task
+        assert task is not None
         finished = False
         try:
             while not finished:
-                message: OutputMessage = await queues.output.get()
+                message = await next_output(queues.output, task, keep=_discard)
+                if message is None:  # stopped without a last word: it crashed
+                    await self.aclose()  # raises what it crashed with
+                    break
                 finished = message["type"] in TERMINAL_TYPES
                 yield message
         finally:
@@ -162,3 +167,7 @@ class DebugRuntime:
             return
         metrics = tool_metrics(batch, turn_index=turn_index, round_index=round_index)
         self.session_store.append_usages(session_id, metrics)
+
+
+def _discard(message: OutputMessage) -> None:
+    """A message taken while ``run()`` is being torn down has nobody to go to."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -146,23 +147,7 @@ class RuntimeSession:
     async def _read_runtime(self) -> OutputMessage | None:
         """The next output message, or ``None`` once the runtime has stopped."""
         queues, task = self._require()
-        output = queues.output
-        if output.empty() and not task.done():
-            getter: asyncio.Task[OutputMessage] = asyncio.ensure_future(output.get())
-            try:
-                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            except BaseException:  # cancelled: keep a message the getter already took
-                taken = await _settle(getter)
-                if taken is not None:
-                    self._backlog.append(taken)
-                raise
-            taken = await _settle(getter)
-            if taken is not None:
-                return taken
-        if output.empty():
-            return None  # the runtime stopped and everything it said has been read
-        message: OutputMessage = output.get_nowait()
-        return message
+        return await next_output(queues.output, task, keep=self._backlog.append)
 
     async def _wind_down(self) -> None:
         """End the session now: drop unsent turns, close, cancel what still runs."""
@@ -193,6 +178,35 @@ class RuntimeSession:
             await self._runtime.aclose()
         elif not task.cancelled() and task.exception() is not None:
             await task  # a crash of the runtime is never silent
+
+
+async def next_output(
+    output: asyncio.Queue[Any],
+    task: asyncio.Task[None],
+    *,
+    keep: Callable[[OutputMessage], None],
+) -> OutputMessage | None:
+    """The next message of ``output``, or ``None`` once ``task`` stopped and it is empty.
+
+    No polling: it waits for whichever comes first, a message or the end of the task.
+    When the caller is cancelled meanwhile, a message already taken goes to ``keep``.
+    """
+    if output.empty() and not task.done():
+        getter: asyncio.Task[OutputMessage] = asyncio.ensure_future(output.get())
+        try:
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            taken = await _settle(getter)
+            if taken is not None:
+                keep(taken)
+            raise
+        taken = await _settle(getter)
+        if taken is not None:
+            return taken
+    if output.empty():
+        return None  # the task stopped and everything it said has been read
+    message: OutputMessage = output.get_nowait()
+    return message
 
 
 async def _settle(getter: asyncio.Task[OutputMessage]) -> OutputMessage | None:
