@@ -57,6 +57,7 @@ class RuntimeSession:
         self._backlog: deque[OutputMessage] = deque()
         self._input_closed = False
         self._ended = False
+        self._latest_turn = 0
         self.session_id: str | None = request.session_id
         """The persisted session's id, once ``session_started`` has been read."""
 
@@ -131,6 +132,8 @@ class RuntimeSession:
             raise StopAsyncIteration
         if message["type"] == "session_started" and "session_id" in message:
             self.session_id = message["session_id"]
+        elif message["type"] == "turn_started":
+            self._latest_turn = message["turn_index"]
         return message
 
     def _require(self) -> tuple[RuntimeQueues, asyncio.Task[None]]:
@@ -156,9 +159,20 @@ class RuntimeSession:
         _drop_pending(self._queues.input)  # a ``None`` from ``close()`` too, hence:
         self._input_closed = True
         self._queues.input.put_nowait(None)  # the queue was just emptied: it has room
+        # Cancel each turn once: the running one now, and any turn that still starts
+        # (buffered inside the engine) when its ``turn_started`` shows. What was said
+        # before now tells which turn is running: the last one that started.
+        latest = self._latest_turn
+        output = self._queues.output
+        while not output.empty():
+            self._backlog.append(output.get_nowait())
+        for said in self._backlog:
+            if said["type"] == "turn_started":
+                latest = max(latest, said["turn_index"])
         self._runtime.cancel_turn()
         while (message := await self._read_runtime()) is not None:
-            if message["type"] == "turn_started":  # a turn buffered inside the engine
+            if message["type"] == "turn_started" and message["turn_index"] > latest:
+                latest = message["turn_index"]
                 self._runtime.cancel_turn()
         self._backlog.clear()
 
