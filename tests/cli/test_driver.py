@@ -92,3 +92,41 @@ async def test_aclose_observes_the_end_and_releases_the_claim(tmp_path: Path) ->
     finally:
         await second.aclose()
     assert (end.turn_index, end.status) == (2, "completed")
+
+
+@pytest.mark.asyncio
+async def test_aclose_cancels_a_turn_its_caller_gave_up_on(tmp_path: Path) -> None:
+    store = SQLiteSessionStore(tmp_path / "lab.sqlite3")
+    release, started = asyncio.Event(), asyncio.Event()
+
+    async def wait(event: ToolCallEvent) -> dict[str, Any]:
+        started.set()
+        await release.wait()
+        return {}
+
+    registry = ToolRegistry(
+        [
+            ToolDefinition(
+                name="wait", description="Waits.", parameters={"type": "object"}, handler=wait
+            )
+        ]
+    )
+    request = _request("wait").model_copy(
+        update={"event_agent": EventAgentParams(enabled_tools=["wait"])}
+    )
+    runtime = DebugRuntime(
+        ScriptedChatClient([[tool_call("w1", "wait")]]), registry=registry, session_store=store
+    )
+    seen: list[OutputMessage] = []
+    driver = SessionDriver(runtime, seen.append)
+    turn = asyncio.create_task(driver.first_turn(request))
+    await started.wait()
+    turn.cancel()  # the caller stops waiting for the turn
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    assert driver.turn_running is False
+    await driver.aclose()  # would wait for the tool forever if it did not cancel
+    assert not runtime.running
+    errors = [m for m in seen if m["type"] == "error"]
+    assert [m.get("failure_reason") for m in errors] == ["cancelled"]
+    assert [t["status"] for t in store.usage_summary("driven")["turns"]] == ["cancelled"]

@@ -100,6 +100,8 @@ class SessionDriver:
         self._submitted_at = 0.0
         self._started = False
         self._pending = False
+        self._turn_open = False
+        """A turn was submitted and its end not read (its caller may have given up)."""
         self._done = False
 
     @property
@@ -130,11 +132,17 @@ class SessionDriver:
         return self._session is not None and self._session.cancel_turn()
 
     async def aclose(self) -> None:
-        """Close the session's input, observe its output down to ``done``, stop the runtime."""
+        """Close the session's input, observe its output down to ``done``, stop the runtime.
+
+        A turn still running (its caller gave up waiting, e.g. on Ctrl-C) is cancelled
+        rather than waited for.
+        """
         session = self._session
         try:
             if session is not None:
                 if session.running:
+                    if self._turn_open:
+                        session.cancel_turn()
                     await session.close()
                 async for message in session:  # down to ``done``, after a terminate too
                     self._observe(message)
@@ -143,11 +151,13 @@ class SessionDriver:
             await self.runtime.aclose()
 
     async def _wait_turn(self, session: RuntimeSession) -> TurnEnd:
-        self._pending = True
+        self._pending = self._turn_open = True
         try:
-            return await self._pump(session)
+            end = await self._pump(session)
         finally:
             self._pending = False
+        self._turn_open = False
+        return end
 
     async def _pump(self, session: RuntimeSession) -> TurnEnd:
         state = _TurnWatch(self._submitted_at)
