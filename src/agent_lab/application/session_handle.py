@@ -204,6 +204,7 @@ async def next_output(
 
     No polling: it waits for whichever comes first, a message or the end of the task.
     When the caller is cancelled meanwhile, a message already taken goes to ``keep``.
+    Every message is taken with ``get()``, so an injected queue sees each one go.
     """
     if output.empty() and not task.done():
         getter: asyncio.Task[OutputMessage] = asyncio.ensure_future(output.get())
@@ -219,7 +220,7 @@ async def next_output(
             return taken
     if output.empty():
         return None  # the task stopped and everything it said has been read
-    message: OutputMessage = output.get_nowait()
+    message: OutputMessage = await output.get()  # at once: it holds a message
     return message
 
 
