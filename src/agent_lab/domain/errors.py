@@ -29,7 +29,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-PersistenceFailure = Literal["locked", "disk_full", "read_only", "corrupt", "unknown"]
+PersistenceFailure = Literal[
+    "locked", "disk_full", "read_only", "corrupt", "taken_over", "file_replaced", "unknown"
+]
 
 
 class AgentLabError(Exception):
@@ -129,6 +131,8 @@ _REASON_WORDING: dict[PersistenceFailure, str] = {
     "disk_full": "the disk holding the session storage is full",
     "read_only": "the session storage is read-only",
     "corrupt": "the session storage file is malformed",
+    "taken_over": "the session was taken over by another runtime; this one lost its claim",
+    "file_replaced": "the session storage file was deleted or replaced while open",
     "unknown": "the session storage failed",
 }
 
