@@ -1,18 +1,24 @@
-"""Audit details stored once: content-addressed values and capped payloads.
+"""Audit details stored once: content-addressed values, shared message lists, caps.
 
 A request audit carries the whole message list, so storing it verbatim makes a
-session's file grow with the square of its length. Before an audit row is written,
-each top-level value of its details, and each element of a top-level list (a message,
-a tool schema), whose JSON is at least ``SHARE_MIN_CHARS`` long is stored once per
-session in ``audit_blobs`` under its SHA-256 and replaced in the row by
-``{"$agent_lab_blob": "<sha256>"}``. Reading puts the values back, so
-``list_audit_logs`` returns the details exactly as they were appended.
+session's file grow with the square of its length. Before an audit row is written:
+
+* its ``messages`` list becomes a reference to a chain of list nodes in
+  ``audit_lists``: node ``i`` holds message ``i`` and points at the node of the list's
+  first ``i - 1`` messages. A request that repeats the previous one's messages plus a
+  few new ones adds a node per new message only;
+* every other top-level value, and each element of another top-level list (a tool
+  schema, say), whose JSON is at least ``SHARE_MIN_CHARS`` long, and every message, is
+  stored once per session in ``audit_blobs`` under its SHA-256 and referenced as
+  ``{"$agent_lab_blob": "<sha256>"}``.
+
+``list_audit_logs`` puts everything back, so it returns the details exactly as they
+were appended (references are only ever placed at those positions).
 
 A string longer than ``CAP_CHARS`` anywhere in the details (a 50 MB tool result, say)
-is not kept whole: it is replaced by a visible marker
-``{"$agent_lab_capped": {"original_chars": n, "sha256": "...", "head": "<first
-HEAD_CHARS characters>"}}``. The transcript (``messages``) keeps such content in
-full; only the audit copy is capped.
+is not kept whole in the audit: it becomes a visible marker ``{"$agent_lab_capped":
+{"original_chars": n, "sha256": "<of the UTF-8 text>", "head": "<first HEAD_CHARS
+characters>"}}``. The transcript (``messages`` table) keeps such content in full.
 """
 
 from __future__ import annotations
@@ -20,48 +26,115 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agent_lab.infrastructure.sqlite.records import dumps
 
 BLOB_KEY: Final = "$agent_lab_blob"
+LIST_KEY: Final = "$agent_lab_list"
 CAP_KEY: Final = "$agent_lab_capped"
+CHAINED_KEY: Final = "messages"
 SHARE_MIN_CHARS: Final = 256
 CAP_CHARS: Final = 1 << 20
 HEAD_CHARS: Final = 2048
-_IN_CHUNK: Final = 500
-
-Blobs = dict[str, str]
-"""Bodies to store, by hash."""
+_CACHE_LIMIT: Final = 200_000
+_ROOT: Final = ""
 
 
-def pack(details: dict[str, Any], what: str, blobs: Blobs) -> str:
-    """The JSON text of ``details`` with large values referenced; adds them to ``blobs``.
+@dataclass
+class Packed:
+    """What one write adds: blob bodies and list nodes, by hash."""
+
+    blobs: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """``hash -> (parent hash, item hash)``."""
+
+
+@dataclass
+class BlobCache:
+    """What one store knows is already committed for a session, to skip re-encoding.
+
+    ``dumps`` maps ``id(value) -> (value, hash)`` for message dicts seen before: the
+    runtime hands the same dict objects to every request of a session, and they are
+    not changed after they were audited.
+    """
+
+    blobs: set[str] = field(default_factory=set)
+    nodes: dict[tuple[str, str], str] = field(default_factory=dict)
+    dumps: dict[int, tuple[object, str]] = field(default_factory=dict)
+
+    def commit(self, packed: Packed) -> None:
+        if len(self.nodes) > _CACHE_LIMIT or len(self.dumps) > _CACHE_LIMIT:
+            self.blobs.clear()
+            self.nodes.clear()
+            self.dumps.clear()
+        self.blobs.update(packed.blobs)
+        self.nodes.update({link: node for node, link in packed.nodes.items()})
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def pack(details: dict[str, Any], what: str, out: Packed, cache: BlobCache) -> str:
+    """The JSON text of ``details`` with large values referenced; fills ``out``.
 
     Raises:
         UsageError: a value cannot be stored as JSON.
     """
     packed: dict[str, Any] = {}
     for key, value in details.items():
-        if isinstance(value, list):
-            packed[key] = [_share(item, what, blobs) for item in value]
+        if key == CHAINED_KEY and isinstance(value, list) and value:
+            packed[key] = {LIST_KEY: _chain(value, what, out, cache), "length": len(value)}
+        elif isinstance(value, list):
+            packed[key] = [_share(item, what, out) for item in value]
         else:
-            packed[key] = _share(value, what, blobs)
+            packed[key] = _share(value, what, out)
     return dumps(packed, what)
 
 
-def _share(value: Any, what: str, blobs: Blobs) -> Any:
+def _chain(items: list[Any], what: str, out: Packed, cache: BlobCache) -> str:
+    node = _ROOT
+    for item in items:
+        item_hash = _item_hash(item, what, out, cache)
+        link = (node, item_hash)
+        known = cache.nodes.get(link)
+        if known is None:
+            known = _digest(f"{node}:{item_hash}")
+            out.nodes[known] = link
+        node = known
+    return node
+
+
+def _item_hash(item: Any, what: str, out: Packed, cache: BlobCache) -> str:
+    seen = cache.dumps.get(id(item))
+    if seen is not None and seen[0] is item and seen[1] in cache.blobs:
+        return seen[1]
+    body = _body(item, what)
+    digest = _digest(body)
+    if digest not in cache.blobs:
+        out.blobs[digest] = body
+    if isinstance(item, dict):
+        cache.dumps[id(item)] = (item, digest)
+    return digest
+
+
+def _body(value: Any, what: str) -> str:
+    body = dumps(value, what)
+    if len(body) > CAP_CHARS:
+        body = dumps(cap(value), what)
+    return body
+
+
+def _share(value: Any, what: str, out: Packed) -> Any:
     if not isinstance(value, dict | list | str):
         return value
-    body = dumps(value, what)
+    body = _body(value, what)
     if len(body) < SHARE_MIN_CHARS:
         return value
-    if len(body) > CAP_CHARS:
-        value = cap(value)
-        body = dumps(value, what)
-    digest = hashlib.sha256(body.encode()).hexdigest()
-    blobs[digest] = body
+    digest = _digest(body)
+    out.blobs[digest] = body
     return {BLOB_KEY: digest}
 
 
@@ -70,9 +143,8 @@ def cap(value: Any) -> Any:
     if isinstance(value, str):
         if len(value) <= CAP_CHARS:
             return value
-        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
-        marker = {"original_chars": len(value), "sha256": digest, "head": value[:HEAD_CHARS]}
-        return {CAP_KEY: marker}
+        marker = {"original_chars": len(value), "sha256": _digest(value)}
+        return {CAP_KEY: {**marker, "head": value[:HEAD_CHARS]}}
     if isinstance(value, dict):
         return {key: cap(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
@@ -80,58 +152,95 @@ def cap(value: Any) -> Any:
     return value
 
 
-def store_blobs(conn: sqlite3.Connection, session_id: str, blobs: Blobs, known: set[str]) -> None:
-    """Insert the bodies not already stored for the session (``known`` is a cache)."""
-    fresh = [(session_id, digest, body) for digest, body in blobs.items() if digest not in known]
-    if fresh:
+def store(conn: sqlite3.Connection, session_id: str, packed: Packed) -> None:
+    """Insert the new bodies and list nodes of one write."""
+    if packed.blobs:
         conn.executemany(
-            "INSERT OR IGNORE INTO audit_blobs (session_id, hash, body) VALUES (?, ?, ?)", fresh
+            "INSERT OR IGNORE INTO audit_blobs (session_id, hash, body) VALUES (?, ?, ?)",
+            [(session_id, digest, body) for digest, body in packed.blobs.items()],
+        )
+    if packed.nodes:
+        conn.executemany(
+            "INSERT OR IGNORE INTO audit_lists (session_id, hash, parent, item)"
+            " VALUES (?, ?, ?, ?)",
+            [(session_id, node, *link) for node, link in packed.nodes.items()],
         )
 
 
-def _is_ref(value: Any) -> bool:
-    return isinstance(value, dict) and len(value) == 1 and BLOB_KEY in value
+# ---------------------------------------------------------------------- reading
 
 
-def _refs(details: dict[str, Any]) -> Iterable[str]:
-    for value in details.values():
-        items = value if isinstance(value, list) else [value]
-        for item in items:
-            if _is_ref(item):
-                yield str(item[BLOB_KEY])
+def _is_ref(value: Any, key: str) -> bool:
+    if not isinstance(value, dict) or key not in value:
+        return False
+    return value.keys() == ({key} if key == BLOB_KEY else {key, "length"})
 
 
-def unpack_all(
-    conn: sqlite3.Connection, session_id: str, texts: list[str]
-) -> list[dict[str, Any]]:
+def _needs_store(details: dict[str, Any]) -> bool:
+    return any(
+        _is_ref(item, BLOB_KEY) or _is_ref(item, LIST_KEY)
+        for value in details.values()
+        for item in (value if isinstance(value, list) else [value])
+    )
+
+
+def unpack_all(conn: sqlite3.Connection, session_id: str, texts: list[str]) -> list[dict[str, Any]]:
     """Decode stored details and put their referenced values back."""
     decoded: list[dict[str, Any]] = [json.loads(text) for text in texts]
-    wanted = sorted({digest for details in decoded for digest in _refs(details)})
-    bodies = _load(conn, session_id, wanted)
-    return [_unpack(details, bodies) for details in decoded]
+    if not any(_needs_store(details) for details in decoded):
+        return decoded
+    reader = _Reader(conn, session_id)
+    return [reader.unpack(details) for details in decoded]
 
 
-def _load(conn: sqlite3.Connection, session_id: str, digests: list[str]) -> Blobs:
-    bodies: Blobs = {}
-    for start in range(0, len(digests), _IN_CHUNK):
-        chunk = digests[start : start + _IN_CHUNK]
-        marks = ", ".join("?" for _ in chunk)
-        rows = conn.execute(
-            f"SELECT hash, body FROM audit_blobs WHERE session_id = ? AND hash IN ({marks})",
-            (session_id, *chunk),
-        )
-        bodies.update((str(digest), str(body)) for digest, body in rows)
-    return bodies
+class _Reader:
+    """Looks referenced rows up as they are needed, each once."""
 
+    def __init__(self, conn: sqlite3.Connection, session_id: str) -> None:
+        self.conn = conn
+        self.session_id = session_id
+        self.bodies: dict[str, str] = {}
+        self.nodes: dict[str, tuple[str, str]] = {}
 
-def _unpack(details: dict[str, Any], bodies: Blobs) -> dict[str, Any]:
-    def restore(value: Any) -> Any:
-        if _is_ref(value):
-            body = bodies.get(str(value[BLOB_KEY]))
-            return {"$agent_lab_missing_blob": value[BLOB_KEY]} if body is None else json.loads(body)
-        return value
+    def unpack(self, details: dict[str, Any]) -> dict[str, Any]:
+        restored: dict[str, Any] = {}
+        for key, value in details.items():
+            if _is_ref(value, LIST_KEY):
+                restored[key] = [self.body(item) for item in self.chain(str(value[LIST_KEY]))]
+            elif isinstance(value, list):
+                restored[key] = [self.restore(item) for item in value]
+            else:
+                restored[key] = self.restore(value)
+        return restored
 
-    return {
-        key: [restore(item) for item in value] if isinstance(value, list) else restore(value)
-        for key, value in details.items()
-    }
+    def chain(self, node: str) -> list[str]:
+        items: list[str] = []
+        while node != _ROOT:
+            parent, item = self.node(node)
+            items.append(item)
+            node = parent
+        items.reverse()
+        return items
+
+    def node(self, digest: str) -> tuple[str, str]:
+        found = self.nodes.get(digest)
+        if found is None:
+            row = self.conn.execute(
+                "SELECT parent, item FROM audit_lists WHERE session_id = ? AND hash = ?",
+                (self.session_id, digest),
+            ).fetchone()
+            found = self.nodes[digest] = (str(row[0]), str(row[1]))
+        return found
+
+    def restore(self, value: Any) -> Any:
+        return self.body(str(value[BLOB_KEY])) if _is_ref(value, BLOB_KEY) else value
+
+    def body(self, digest: str) -> Any:
+        text = self.bodies.get(digest)
+        if text is None:
+            row = self.conn.execute(
+                "SELECT body FROM audit_blobs WHERE session_id = ? AND hash = ?",
+                (self.session_id, digest),
+            ).fetchone()
+            text = self.bodies[digest] = str(row[0])
+        return json.loads(text)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Final, Literal, get_args
 
 from agent_lab.domain.errors import PersistenceFailed, StoreFormatError, UsageError
+from agent_lab.infrastructure.sqlite.blobs import BlobCache
 from agent_lab.infrastructure.sqlite.errors import (
     classify_os_error,
     classify_sqlite_error,
@@ -85,7 +86,7 @@ class StoreCore:
         self._lock = threading.Lock()
         self._tokens: dict[str, str] = {}
         """Claim tokens this store holds, by session: its writes there are fenced."""
-        self._known_blobs: dict[str, set[str]] = {}
+        self._known_blobs: dict[str, BlobCache] = {}
         """Audit values known to be stored, by session (see ``blobs``)."""
         self._lock_failed_at: float | None = None
         self._conn: sqlite3.Connection | None = open_connection(self._path, options)

@@ -6,7 +6,7 @@ import sqlite3
 from typing import Any
 
 from agent_lab.application.session_store import CallMetric
-from agent_lab.infrastructure.sqlite.blobs import Blobs, pack, store_blobs, unpack_all
+from agent_lab.infrastructure.sqlite.blobs import BlobCache, Packed, pack, store, unpack_all
 from agent_lab.infrastructure.sqlite.connection import StoreCore
 from agent_lab.infrastructure.sqlite.records import now_iso, summarize
 from agent_lab.infrastructure.sqlite.rows import (
@@ -35,22 +35,22 @@ class MetricsRole(StoreCore):
 
     def _insert_audits(self, session_id: str, records: list[_AuditRecord]) -> int:
         now = now_iso()
-        blobs: Blobs = {}
+        packed = Packed()
+        cache = self._known_blobs.setdefault(session_id, BlobCache())
         rows = [
-            (session_id, turn, event, pack(details, f"audit {event!r} details", blobs), now)
+            (session_id, turn, event, pack(details, f"audit {event!r} details", packed, cache), now)
             for turn, event, details in records
         ]
-        known = self._known_blobs.get(session_id, set())
         with self._write() as conn:
             self.writable(conn, session_id)
-            store_blobs(conn, session_id, blobs, known)
+            store(conn, session_id, packed)
             conn.executemany(
                 "INSERT INTO audit_logs (session_id, turn_index, event, details, created_at)"
                 " VALUES (?, ?, ?, ?, ?)",
                 rows,
             )
             last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
-        self._known_blobs.setdefault(session_id, set()).update(blobs)
+        cache.commit(packed)
         return int(last)
 
     def list_audit_logs(self, session_id: str, *, after_id: int = 0) -> list[dict[str, Any]]:

@@ -163,6 +163,16 @@ _V2 = (
         PRIMARY KEY (session_id, hash)
     ) WITHOUT ROWID
     """,
+    # Message lists of request audits as chains of nodes (see ``blobs``).
+    """
+    CREATE TABLE audit_lists (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        hash TEXT NOT NULL,
+        parent TEXT NOT NULL,
+        item TEXT NOT NULL,
+        PRIMARY KEY (session_id, hash)
+    ) WITHOUT ROWID
+    """,
 )
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1, 2: _V2}
