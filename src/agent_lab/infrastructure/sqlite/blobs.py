@@ -63,14 +63,20 @@ class BlobCache:
     blobs: set[str] = field(default_factory=set)
     nodes: dict[tuple[str, str], str] = field(default_factory=dict)
     dumps: dict[int, tuple[object, str]] = field(default_factory=dict)
+    last: list[tuple[object, str]] = field(default_factory=list)
+    """The last committed message list: ``(item, node hash)`` per position."""
+    pending: list[tuple[object, str]] = field(default_factory=list)
 
     def commit(self, packed: Packed) -> None:
         if len(self.nodes) > _CACHE_LIMIT or len(self.dumps) > _CACHE_LIMIT:
             self.blobs.clear()
             self.nodes.clear()
             self.dumps.clear()
+            self.last = []
         self.blobs.update(packed.blobs)
         self.nodes.update({link: node for node, link in packed.nodes.items()})
+        if self.pending:
+            self.last, self.pending = self.pending, []
 
 
 def _digest(text: str) -> str:
@@ -95,8 +101,16 @@ def pack(details: dict[str, Any], what: str, out: Packed, cache: BlobCache) -> s
 
 
 def _chain(items: list[Any], what: str, out: Packed, cache: BlobCache) -> str:
-    node = _ROOT
-    for item in items:
+    """The node of ``items``; a prefix shared (by identity) with the last list is reused."""
+    last = cache.last
+    shared = 0
+    for item, (seen, _) in zip(items, last, strict=False):
+        if item is not seen:
+            break
+        shared += 1
+    node = last[shared - 1][1] if shared else _ROOT
+    chained = last[:shared]
+    for item in items[shared:]:
         item_hash = _item_hash(item, what, out, cache)
         link = (node, item_hash)
         known = cache.nodes.get(link)
@@ -104,6 +118,8 @@ def _chain(items: list[Any], what: str, out: Packed, cache: BlobCache) -> str:
             known = _digest(f"{node}:{item_hash}")
             out.nodes[known] = link
         node = known
+        chained.append((item, node))
+    cache.pending = chained
     return node
 
 
