@@ -27,8 +27,8 @@ import argparse
 import asyncio
 import json
 import statistics
-import tempfile
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -155,13 +155,13 @@ async def _drive(path: Path, turns: int, large_chars: int, growth: Growth) -> No
     audits = store.list_audit_logs("growth")
     growth.verbatim_audit_bytes = sum(len(json.dumps(a["details"]).encode()) for a in audits)
     store.inner.close()  # checkpoints the WAL into the database file
-    growth.db_bytes = path.stat().st_size
 
 
 def measure(directory: Path, turns: int, large_chars: int = 0) -> Growth:
     growth = Growth(turns)
-    name = f"growth-{turns}-{large_chars}.sqlite3"
-    asyncio.run(_drive(directory / name, turns, large_chars, growth))
+    path = directory / f"growth-{turns}-{large_chars}.sqlite3"
+    asyncio.run(_drive(path, turns, large_chars, growth))
+    growth.db_bytes = path.stat().st_size
     return growth
 
 
@@ -204,10 +204,20 @@ def report(turns: int, large_mb: float, quick: bool) -> Report:
         "audits refer to the stored message instead of repeating it.",
     ]
     checks = [
-        Check("session_growth", f"db size, {turns} turns", _mb(plain.db_bytes),
-              f"< {SIZE_TARGET_MB:g} MB", size_ok),
-        Check("session_growth", f"CPU per turn, last {window} ÷ first {window}",
-              f"×{cpu_ratio:.2f}", f"≤ ×{RATIO_TARGET:g}", ratio_ok),
+        Check(
+            "session_growth",
+            f"db size, {turns} turns",
+            _mb(plain.db_bytes),
+            f"< {SIZE_TARGET_MB:g} MB",
+            size_ok,
+        ),
+        Check(
+            "session_growth",
+            f"CPU per turn, last {window} ÷ first {window}",
+            f"×{cpu_ratio:.2f}",
+            f"≤ ×{RATIO_TARGET:g}",
+            ratio_ok,
+        ),
     ]
     figures = {
         "db_bytes": float(plain.db_bytes),

@@ -99,17 +99,23 @@ def test_journal_writes_of_a_batch_begun_before_the_takeover_are_fenced(
     stale.claim_session("s", "stale runtime", lease_seconds=SHORT_LEASE)
     event = call("c1")
     batch = stale.begin_batch(
-        "s", 1, 1, scope="round-1", mode="chat_agent_tools", events=[event],
+        "s",
+        1,
+        1,
+        scope="round-1",
+        mode="chat_agent_tools",
+        events=[event],
         assistant=assistant("", event),
     )
     _expire()
     owner.claim_session("s", "new owner")  # cancels the batch left pending
     before = _snapshot(owner)
-    for attempt in (
+    attempts: list[Callable[[], None]] = [
         lambda: stale.record_result(batch, "c1", "succeeded", tool_reply(event)),
         lambda: stale.commit_batch(batch, [tool_reply(event)]),
         lambda: stale.abandon_batch(batch, "failed"),
-    ):
+    ]
+    for attempt in attempts:
         with pytest.raises(PersistenceFailed) as caught:
             attempt()
         assert caught.value.reason == "taken_over"
@@ -202,5 +208,8 @@ def test_a_process_stopped_past_its_lease_cannot_overwrite_the_new_owner(
             child.stdin.close()
             child.stdout.close()
         turns = owner.list_turns("s")
-        assert [(t["turn_index"], t["status"]) for t in turns] == [(1, "completed"), (2, "completed")]
+        assert [(t["turn_index"], t["status"]) for t in turns] == [
+            (1, "completed"),
+            (2, "completed"),
+        ]
         assert [m["content"] for m in owner.list_messages("s")] == ["first", "second"]

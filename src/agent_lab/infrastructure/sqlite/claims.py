@@ -7,7 +7,8 @@ over at once. The store remembers the tokens it was issued; every later write of
 store to the session checks, in its own transaction, that the token still holds the
 claim (``StoreCore.fence``), so a runtime that lost its claim, for example after being
 stopped past its lease, fails with ``PersistenceFailed("taken_over")`` and never
-touches the new owner's rows. ``renew_claim`` of a lost claim raises ``SessionBusy`` naming the new holder.
+touches the new owner's rows. ``renew_claim`` of a lost claim raises ``SessionBusy``
+naming the new holder.
 """
 
 from __future__ import annotations

@@ -209,8 +209,7 @@ class StoreCore:
                 self._reconnect()
                 raise PersistenceFailed(
                     "unknown",
-                    f"{exc.detail} (the file passes an integrity check; the connection "
-                    "was reset)",
+                    f"{exc.detail} (the file passes an integrity check; the connection was reset)",
                 ) from exc
             raise
 

@@ -128,7 +128,9 @@ class JournalRole(StoreCore, BatchJournal):
             ).fetchall()
             return [_batch_dict(conn, row) for row in batches]
 
-    def _pending_batch(self, conn: sqlite3.Connection, batch_id: str, action: str) -> tuple[str, int]:
+    def _pending_batch(
+        self, conn: sqlite3.Connection, batch_id: str, action: str
+    ) -> tuple[str, int]:
         row = conn.execute(
             "SELECT session_id, turn_index, state FROM tool_batches WHERE id = ?", (batch_id,)
         ).fetchone()

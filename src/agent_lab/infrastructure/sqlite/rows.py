@@ -17,7 +17,9 @@ from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite.records import dumps, now_iso, session_title
 
 METRIC_FIELDS: Final = tuple(CallMetric.model_fields)
-MESSAGE_COLUMNS: Final = "seq, turn_index, role, content, name, tool_call_id, tool_calls, created_at"
+MESSAGE_COLUMNS: Final = (
+    "seq, turn_index, role, content, name, tool_call_id, tool_calls, created_at"
+)
 TURN_COLUMNS: Final = (
     "turn_index, status, wall_time_ms, round_count, user_message, failure_reason,"
     " failure_message, started_at, completed_at"
