@@ -59,6 +59,8 @@ TABLES = (
     "tool_batches",
     "tool_calls",
     "session_claims",
+    "audit_blobs",
+    "audit_lists",
 )
 USAGE = TokenUsage(prompt_tokens=812, completion_tokens=64, total_tokens=876)
 
