@@ -159,7 +159,7 @@ async def _drive(path: Path, turns: int, large_chars: int, growth: Growth) -> No
 
 def measure(directory: Path, turns: int, large_chars: int = 0) -> Growth:
     growth = Growth(turns)
-    path = directory / f"growth-{turns}-{large_chars}.sqlite3"
+    path = directory / f"growth-{turns}-{large_chars}-{len(list(directory.iterdir()))}.sqlite3"
     asyncio.run(_drive(path, turns, large_chars, growth))
     growth.db_bytes = path.stat().st_size
     return growth

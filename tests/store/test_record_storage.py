@@ -94,6 +94,8 @@ def _request(messages: list[dict[str, Any]], round_index: int) -> dict[str, Any]
         "round_index": round_index,
         "tools": [{"type": "function", "function": {"name": "lookup", "doc": "d" * 400}}],
         "messages": messages,
+        "history": [m for m in messages if m["role"] != "system"],
+        "raw_chunks": [{"id": f"chunk-{round_index}", "pad": "p" * 300}],
         "empty": [],
         "note": None,
     }

@@ -3,17 +3,17 @@
 A request audit carries the whole message list, so storing it verbatim makes a
 session's file grow with the square of its length. Before an audit row is written:
 
-* its ``messages`` list becomes a reference to a chain of list nodes in
-  ``audit_lists``: node ``i`` holds message ``i`` and points at the node of the list's
-  first ``i - 1`` messages. A request that repeats the previous one's messages plus a
-  few new ones adds a node per new message only;
-* every other top-level value, and each element of another top-level list (a tool
-  schema, say), whose JSON is at least ``SHARE_MIN_CHARS`` long, and every message, is
-  stored once per session in ``audit_blobs`` under its SHA-256 and referenced as
-  ``{"$agent_lab_blob": "<sha256>"}``.
+* its ``messages`` (chat agent) or ``history`` (event agent) list becomes a reference to
+  a chain of list nodes in ``audit_lists``: node ``i`` holds message ``i`` and points at
+  the node of the list's first ``i - 1`` messages. A request that repeats the previous
+  one's messages plus a few new ones adds a node per new message only;
+* every message, and the values that repeat from request to request (``tools``, each
+  schema of the list, and ``params``) when their JSON is at least ``SHARE_MIN_CHARS``
+  long, are stored once per session in ``audit_blobs`` under their SHA-256 and
+  referenced as ``{"$agent_lab_blob": "<sha256>"}``. Other values stay in the row.
 
 ``list_audit_logs`` puts everything back, so it returns the details exactly as they
-were appended (references are only ever placed at those positions).
+were appended (references are only ever placed at those keys).
 
 A string longer than ``CAP_CHARS`` anywhere in the details (a 50 MB tool result, say)
 is not kept whole in the audit: it becomes a visible marker ``{"$agent_lab_capped":
@@ -34,7 +34,10 @@ from agent_lab.infrastructure.sqlite.records import dumps
 BLOB_KEY: Final = "$agent_lab_blob"
 LIST_KEY: Final = "$agent_lab_list"
 CAP_KEY: Final = "$agent_lab_capped"
-CHAINED_KEY: Final = "messages"
+CHAINED_KEYS: Final = frozenset({"messages", "history"})
+"""Message lists of request audits (chat agent, event agent), stored as list chains."""
+SHARED_KEYS: Final = frozenset({"tools", "params"})
+"""Values that repeat from request to request, stored once (each element of a list)."""
 SHARE_MIN_CHARS: Final = 256
 CAP_CHARS: Final = 1 << 20
 HEAD_CHARS: Final = 2048
@@ -84,20 +87,23 @@ def _digest(text: str) -> str:
 
 
 def pack(details: dict[str, Any], what: str, out: Packed, cache: BlobCache) -> str:
-    """The JSON text of ``details`` with large values referenced; fills ``out``.
+    """The JSON text of ``details`` with repeated values referenced; fills ``out``.
 
     Raises:
         UsageError: a value cannot be stored as JSON.
     """
     packed: dict[str, Any] = {}
     for key, value in details.items():
-        if key == CHAINED_KEY and isinstance(value, list) and value:
+        if key in CHAINED_KEYS and isinstance(value, list) and value:
             packed[key] = {LIST_KEY: _chain(value, what, out, cache), "length": len(value)}
-        elif isinstance(value, list):
+        elif key in SHARED_KEYS and isinstance(value, list):
             packed[key] = [_share(item, what, out) for item in value]
-        else:
+        elif key in SHARED_KEYS:
             packed[key] = _share(value, what, out)
-    return dumps(packed, what)
+        else:
+            packed[key] = value
+    text = dumps(packed, what)
+    return dumps(cap(packed), what) if len(text) > CAP_CHARS else text
 
 
 def _chain(items: list[Any], what: str, out: Packed, cache: BlobCache) -> str:
@@ -193,11 +199,7 @@ def _is_ref(value: Any, key: str) -> bool:
 
 
 def _needs_store(details: dict[str, Any]) -> bool:
-    return any(
-        _is_ref(item, BLOB_KEY) or _is_ref(item, LIST_KEY)
-        for value in details.values()
-        for item in (value if isinstance(value, list) else [value])
-    )
+    return any(key in CHAINED_KEYS or key in SHARED_KEYS for key in details)
 
 
 def unpack_all(conn: sqlite3.Connection, session_id: str, texts: list[str]) -> list[dict[str, Any]]:
@@ -221,12 +223,14 @@ class _Reader:
     def unpack(self, details: dict[str, Any]) -> dict[str, Any]:
         restored: dict[str, Any] = {}
         for key, value in details.items():
-            if _is_ref(value, LIST_KEY):
+            if key in CHAINED_KEYS and _is_ref(value, LIST_KEY):
                 restored[key] = [self.body(item) for item in self.chain(str(value[LIST_KEY]))]
-            elif isinstance(value, list):
+            elif key in SHARED_KEYS and isinstance(value, list):
                 restored[key] = [self.restore(item) for item in value]
-            else:
+            elif key in SHARED_KEYS:
                 restored[key] = self.restore(value)
+            else:
+                restored[key] = value
         return restored
 
     def chain(self, node: str) -> list[str]:
