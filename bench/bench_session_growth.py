@@ -5,9 +5,9 @@ Run from the project root::
     .venv/bin/python bench/bench_session_growth.py --turns 500
     .venv/bin/python -m bench --only session_growth
 
-The real ``DebugRuntime`` drives one ``chat_agent_tools`` session of ``--turns`` turns on
-an SQLite file against a scripted model; each turn makes one tool call and two chat
-rounds, so every turn's two request audits carry the whole conversation so far.
+The real ``DebugRuntime`` drives one session of ``--turns`` turns per tool mode on an
+SQLite file against a scripted model; each turn makes one tool call and two chat
+rounds, so every turn's request audits carry the whole conversation so far.
 Reported:
 
 * the database file size after close, next to the size the audit details would take
@@ -30,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,12 +38,17 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams  # noqa: E402
+from agent_lab.application.contracts import (  # noqa: E402
+    AgentParams,
+    DebugRunRequest,
+    EventAgentParams,
+    ToolInvocationMode,
+)
 from agent_lab.application.runtime import DebugRuntime  # noqa: E402
 from agent_lab.application.tools import ToolDefinition, ToolRegistry  # noqa: E402
 from agent_lab.domain.messages import ChatMessage, StreamItem, TokenUsage  # noqa: E402
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore  # noqa: E402
-from agent_lab.testing import ScriptedChatClient, text, tool_call  # noqa: E402
+from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call  # noqa: E402
 from bench._common import Check, Report  # noqa: E402
 
 USAGE = TokenUsage(prompt_tokens=812, completion_tokens=64, total_tokens=876)
@@ -107,14 +112,19 @@ def _registry(large_chars: int) -> ToolRegistry:
         description="Looks a thing up.",
         parameters={"type": "object", "properties": {"q": {"type": "string"}}},
         handler=lookup,
+        argument_resolver=lambda event, context: {"q": "standup"},
     )
     return ToolRegistry([tool])
 
 
-def _rounds(turns: int) -> list[Sequence[StreamItem] | BaseException]:
+def _rounds(mode: ToolInvocationMode, turns: int) -> list[Sequence[StreamItem] | BaseException]:
     rounds: list[Sequence[StreamItem] | BaseException] = []
     for turn in range(1, turns + 1):
-        rounds.append([tool_call(f"c{turn}", "lookup", q=f"standup {turn}"), *text(usage=USAGE)])
+        if mode == "dual_agent":
+            rounds.append([*text("Sure, checking.", usage=USAGE), text_event(f"c{turn}", "lookup")])
+        else:
+            call = tool_call(f"c{turn}", "lookup", q=f"standup {turn}")
+            rounds.append([call, *text(usage=USAGE)])
         rounds.append(text(f"Turn {turn}: it is booked for nine, as asked.", usage=USAGE))
     return rounds
 
@@ -128,17 +138,18 @@ async def _until_turn_completed(queues: Any) -> None:
             return
 
 
-async def _drive(path: Path, turns: int, large_chars: int, growth: Growth) -> None:
+async def _drive(
+    path: Path, mode: ToolInvocationMode, turns: int, large_chars: int, growth: Growth
+) -> None:
     store = ThreadTimedStore(SQLiteSessionStore(path))
-    runtime = DebugRuntime(
-        ScriptedChatClient(_rounds(turns)), registry=_registry(large_chars), session_store=store
-    )
+    client = ScriptedChatClient(_rounds(mode, turns))
+    runtime = DebugRuntime(client, registry=_registry(large_chars), session_store=store)
     request = DebugRunRequest(
         session_id="growth",
         user_message="Please book the standup, turn 1.",
         chat_agent=AgentParams(model="bench-model"),
         event_agent=EventAgentParams(enabled_tools=["lookup"], max_event_loops=1),
-        tool_invocation_mode="chat_agent_tools",
+        tool_invocation_mode=mode,
     )
     started, cpu, in_store = time.perf_counter(), time.process_time(), 0.0
     queues = runtime.start_session(request)
@@ -157,10 +168,10 @@ async def _drive(path: Path, turns: int, large_chars: int, growth: Growth) -> No
     store.inner.close()  # checkpoints the WAL into the database file
 
 
-def measure(directory: Path, turns: int, large_chars: int = 0) -> Growth:
+def measure(directory: Path, mode: ToolInvocationMode, turns: int, large_chars: int = 0) -> Growth:
     growth = Growth(turns)
-    path = directory / f"growth-{turns}-{large_chars}-{len(list(directory.iterdir()))}.sqlite3"
-    asyncio.run(_drive(path, turns, large_chars, growth))
+    path = directory / f"growth-{len(list(directory.iterdir()))}.sqlite3"
+    asyncio.run(_drive(path, mode, turns, large_chars, growth))
     growth.db_bytes = path.stat().st_size
     return growth
 
@@ -169,64 +180,77 @@ def _mb(value: float) -> str:
     return f"{value / 1e6:,.2f} MB"
 
 
+MODES: tuple[ToolInvocationMode, ...] = ("chat_agent_tools", "dual_agent")
+
+
+def _rows(runs: dict[ToolInvocationMode, Growth]) -> list[str]:
+    def row(label: str, cell: Callable[[Growth], str]) -> str:
+        return f"| {label} | " + " | ".join(cell(g) for g in runs.values()) + " |"
+
+    def trend(values: Callable[[Growth], list[float]]) -> Callable[[Growth], str]:
+        return lambda g: (
+            f"{g.first(values(g)):.2f} → {g.last(values(g)):.2f} (×{g.ratio(values(g)):.2f})"
+        )
+
+    window = next(iter(runs.values())).window()
+    return [
+        "| figure | " + " | ".join(f"`{mode}`" for mode in runs) + " |",
+        "|---|" + "---:|" * len(runs),
+        row("database file after close", lambda g: _mb(g.db_bytes)),
+        row("audit details if stored verbatim (JSON)", lambda g: _mb(g.verbatim_audit_bytes)),
+        row(f"CPU ms per turn, first {window} → last {window}", trend(lambda g: g.cpu_ms)),
+        row("of which in store calls (CPU)", trend(lambda g: g.store_ms)),
+        row(f"wall ms per turn, first {window} → last {window}", trend(lambda g: g.wall_ms)),
+    ]
+
+
 def report(turns: int, large_mb: float, quick: bool) -> Report:
+    short = max(4, min(turns, 50))
     with tempfile.TemporaryDirectory() as tmp:
-        plain = measure(Path(tmp), turns)
-        short = max(4, min(turns, 50))
-        without = measure(Path(tmp), short)
-        large = measure(Path(tmp), short, int(large_mb * 1e6))
-    cpu_ratio, wall_ratio = plain.ratio(plain.cpu_ms), plain.ratio(plain.wall_ms)
-    window = plain.window()
-    size_ok = None if quick else plain.db_bytes < SIZE_TARGET_MB * 1e6
-    ratio_ok = None if quick else cpu_ratio <= RATIO_TARGET
+        runs = {mode: measure(Path(tmp), mode, turns) for mode in MODES}
+        without = measure(Path(tmp), "chat_agent_tools", short)
+        large = measure(Path(tmp), "chat_agent_tools", short, int(large_mb * 1e6))
+    added = large.db_bytes - without.db_bytes
     lines = [
-        f"`bench/bench_session_growth.py --turns {turns}`: one `chat_agent_tools` session "
-        "through the real runtime on an SQLite file (one tool call, two chat rounds per turn).",
+        f"`bench/bench_session_growth.py --turns {turns}`: one session per mode through the "
+        "real runtime on an SQLite file (one tool call, two chat rounds per turn).",
         "",
-        "| figure | value |",
-        "|---|---:|",
-        f"| turns | {turns} |",
-        f"| database file after close | {_mb(plain.db_bytes)} |",
-        f"| audit details if stored verbatim (JSON) | {_mb(plain.verbatim_audit_bytes)} |",
-        f"| CPU ms per turn, first {window} → last {window} | "
-        f"{plain.first(plain.cpu_ms):.2f} → {plain.last(plain.cpu_ms):.2f} (×{cpu_ratio:.2f}) |",
-        f"| of which in store calls (CPU) | {plain.first(plain.store_ms):.2f} → "
-        f"{plain.last(plain.store_ms):.2f} (×{plain.ratio(plain.store_ms):.2f}) |",
-        f"| wall ms per turn, first {window} → last {window} | "
-        f"{plain.first(plain.wall_ms):.2f} → {plain.last(plain.wall_ms):.2f} "
-        f"(×{wall_ratio:.2f}) |",
-        f"| {short}-turn session, plain → with one {large_mb:g} MB tool result | "
-        f"{_mb(without.db_bytes)} → {_mb(large.db_bytes)} "
-        f"(+{_mb(large.db_bytes - without.db_bytes)}) |",
+        *_rows(runs),
         "",
-        "The large result is kept in full in the transcript and in the tool journal; the "
-        "audits keep a capped copy (a marker with its size and SHA-256), and later request "
-        "audits refer to the stored message instead of repeating it.",
+        f"A {short}-turn `chat_agent_tools` session: {_mb(without.db_bytes)}; with one "
+        f"{large_mb:g} MB tool result in turn 2: {_mb(large.db_bytes)} (+{_mb(added)}). The "
+        "result is kept in full in the transcript and in the tool journal; the audits keep "
+        "a capped copy (a marker with its size and SHA-256), and later request audits refer "
+        "to the stored message instead of repeating it.",
     ]
-    checks = [
-        Check(
-            "session_growth",
-            f"db size, {turns} turns",
-            _mb(plain.db_bytes),
-            f"< {SIZE_TARGET_MB:g} MB",
-            size_ok,
-        ),
-        Check(
-            "session_growth",
-            f"CPU per turn, last {window} ÷ first {window}",
-            f"×{cpu_ratio:.2f}",
-            f"≤ ×{RATIO_TARGET:g}",
-            ratio_ok,
-        ),
-    ]
-    figures = {
-        "db_bytes": float(plain.db_bytes),
-        "verbatim_audit_bytes": float(plain.verbatim_audit_bytes),
-        "cpu_ratio": cpu_ratio,
-        "wall_ratio": wall_ratio,
-        "store_cpu_ratio": plain.ratio(plain.store_ms),
-        "large_result_added_bytes": float(large.db_bytes - without.db_bytes),
-    }
+    checks = []
+    for mode, growth in runs.items():
+        ratio = growth.ratio(growth.cpu_ms)
+        size, window = _mb(growth.db_bytes), growth.window()
+        size_ok = None if quick else growth.db_bytes < SIZE_TARGET_MB * 1e6
+        ratio_ok = None if quick else ratio <= RATIO_TARGET
+        checks += [
+            Check(
+                "session_growth",
+                f"{mode}: db size, {turns} turns",
+                size,
+                f"< {SIZE_TARGET_MB:g} MB",
+                size_ok,
+            ),
+            Check(
+                "session_growth",
+                f"{mode}: CPU per turn, last {window} ÷ first {window}",
+                f"×{ratio:.2f}",
+                f"≤ ×{RATIO_TARGET:g}",
+                ratio_ok,
+            ),
+        ]
+    figures = {"large_result_added_bytes": float(added)}
+    for mode, growth in runs.items():
+        figures[f"db_bytes[{mode}]"] = float(growth.db_bytes)
+        figures[f"verbatim_audit_bytes[{mode}]"] = float(growth.verbatim_audit_bytes)
+        figures[f"cpu_ratio[{mode}]"] = growth.ratio(growth.cpu_ms)
+        figures[f"store_cpu_ratio[{mode}]"] = growth.ratio(growth.store_ms)
     title = "Session growth: a long session's file size and time per turn"
     command = ".venv/bin/python -m bench --only session_growth"
     return Report(title, command, "\n".join(lines) + "\n", checks, figures)
