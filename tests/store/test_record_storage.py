@@ -108,7 +108,9 @@ def _grow(store: SessionStore, turns: int) -> list[dict[str, Any]]:
         history.append(user(f"question {turn} " + "q" * 300).model_dump())
         appended.append(_request(list(history), turn))
         history.append(assistant(f"answer {turn} " + "a" * 300).model_dump())
-        appended.append(_request([dict(m) for m in history], turn))  # fresh dicts too
+        # fresh dicts, with an event catalog after the system prompt (it comes and goes)
+        catalog = {"role": "system", "content": "Available events: lookup. " * 20}
+        appended.append(_request([history[0], catalog, *[dict(m) for m in history[1:]]], turn))
     store.append_audits("s", [(i, "chat_agent_request", d) for i, d in enumerate(appended)])
     return appended
 
@@ -139,8 +141,8 @@ def test_request_audits_store_each_message_once(tmp_path: Path) -> None:
     )
     blob_rows = conn.execute("SELECT count(*) FROM audit_blobs").fetchone()[0]
     conn.close()
-    # 201 messages, and one tool schema: each stored once.
-    assert blob_rows == 202
+    # 201 messages, the catalog and one tool schema: each stored once.
+    assert blob_rows == 203
     assert stored * 20 < verbatim
 
 

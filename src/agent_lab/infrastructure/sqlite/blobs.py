@@ -43,6 +43,7 @@ CAP_CHARS: Final = 1 << 20
 HEAD_CHARS: Final = 2048
 _CACHE_LIMIT: Final = 200_000
 _ROOT: Final = ""
+_RECENT_LISTS: Final = 4
 
 
 @dataclass
@@ -55,31 +56,43 @@ class Packed:
 
 
 @dataclass
+class Chained:
+    """A chained list as written: its items and the node hash at each position."""
+
+    items: list[Any]
+    nodes: list[str]
+
+
+@dataclass
 class BlobCache:
     """What one store knows is already committed for a session, to skip re-encoding.
 
-    ``dumps`` maps ``id(value) -> (value, hash)`` for message dicts seen before: the
-    runtime hands the same dict objects to every request of a session, and they are
-    not changed after they were audited.
+    ``recent`` keeps the last chained lists as written, so the next request's list is
+    compared with them item by item (``==``) and only its new tail is hashed; ``dumps``
+    maps ``id(value) -> (value, hash)`` for message dicts seen before (the runtime hands
+    the same history dicts to every request). Both rely on audited values not being
+    changed afterwards.
     """
 
     blobs: set[str] = field(default_factory=set)
     nodes: dict[tuple[str, str], str] = field(default_factory=dict)
     dumps: dict[int, tuple[object, str]] = field(default_factory=dict)
-    last: list[tuple[object, str]] = field(default_factory=list)
-    """The last committed message list: ``(item, node hash)`` per position."""
-    pending: list[tuple[object, str]] = field(default_factory=list)
+    recent: dict[str, list[Chained]] = field(default_factory=dict)
+    """The last few committed lists of each chained key, newest first."""
+    pending: dict[str, list[Chained]] = field(default_factory=dict)
+    """The lists of the write in progress; committed with it, dropped if it fails."""
 
     def commit(self, packed: Packed) -> None:
         if len(self.nodes) > _CACHE_LIMIT or len(self.dumps) > _CACHE_LIMIT:
             self.blobs.clear()
             self.nodes.clear()
             self.dumps.clear()
-            self.last = []
+            self.recent.clear()
         self.blobs.update(packed.blobs)
         self.nodes.update({link: node for node, link in packed.nodes.items()})
-        if self.pending:
-            self.last, self.pending = self.pending, []
+        for key, chains in self.pending.items():
+            self.recent[key] = [*reversed(chains), *self.recent.get(key, [])][:_RECENT_LISTS]
+        self.pending = {}
 
 
 def _digest(text: str) -> str:
@@ -95,7 +108,8 @@ def pack(details: dict[str, Any], what: str, out: Packed, cache: BlobCache) -> s
     packed: dict[str, Any] = {}
     for key, value in details.items():
         if key in CHAINED_KEYS and isinstance(value, list) and value:
-            packed[key] = {LIST_KEY: _chain(value, what, out, cache), "length": len(value)}
+            node = _chain(key, value, what, out, cache)
+            packed[key] = {LIST_KEY: node, "length": len(value)}
         elif key in SHARED_KEYS and isinstance(value, list):
             packed[key] = [_share(item, what, out) for item in value]
         elif key in SHARED_KEYS:
@@ -106,16 +120,19 @@ def pack(details: dict[str, Any], what: str, out: Packed, cache: BlobCache) -> s
     return dumps(cap(packed), what) if len(text) > CAP_CHARS else text
 
 
-def _chain(items: list[Any], what: str, out: Packed, cache: BlobCache) -> str:
-    """The node of ``items``; a prefix shared (by identity) with the last list is reused."""
-    last = cache.last
-    shared = 0
-    for item, (seen, _) in zip(items, last, strict=False):
-        if item is not seen:
-            break
-        shared += 1
-    node = last[shared - 1][1] if shared else _ROOT
-    chained = last[:shared]
+def _chain(key: str, items: list[Any], what: str, out: Packed, cache: BlobCache) -> str:
+    """The node of ``items``; the longest prefix equal to a recent list is reused as is.
+
+    Requests alternate between a few list shapes (in ``dual_agent`` the event catalog
+    comes and goes after the system prompts), so a few recent lists are compared.
+    """
+    shared, last = 0, Chained([], [])
+    for candidate in [*reversed(cache.pending.get(key, [])), *cache.recent.get(key, [])]:
+        length = _shared_prefix(items, candidate.items)
+        if length > shared:
+            shared, last = length, candidate
+    node = last.nodes[shared - 1] if shared else _ROOT
+    chained = Chained(list(items), last.nodes[:shared])
     for item in items[shared:]:
         item_hash = _item_hash(item, what, out, cache)
         link = (node, item_hash)
@@ -124,9 +141,20 @@ def _chain(items: list[Any], what: str, out: Packed, cache: BlobCache) -> str:
             known = _digest(f"{node}:{item_hash}")
             out.nodes[known] = link
         node = known
-        chained.append((item, node))
-    cache.pending = chained
+        chained.nodes.append(node)
+    cache.pending.setdefault(key, []).append(chained)
     return node
+
+
+def _shared_prefix(items: list[Any], seen: list[Any]) -> int:
+    if items[: len(seen)] == seen:  # the usual case: the same list plus new messages
+        return len(seen)
+    shared = 0
+    for item, old in zip(items, seen, strict=False):
+        if item is not old and item != old:
+            break
+        shared += 1
+    return shared
 
 
 def _item_hash(item: Any, what: str, out: Packed, cache: BlobCache) -> str:

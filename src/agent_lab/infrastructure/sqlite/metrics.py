@@ -37,7 +37,7 @@ class MetricsRole(StoreCore):
         now = now_iso()
         packed = Packed()
         cache = self._known_blobs.setdefault(session_id, BlobCache())
-        cache.pending = []  # nothing of a failed earlier write is reused
+        cache.pending = {}  # nothing of a failed earlier write is reused
         rows = [
             (session_id, turn, event, pack(details, f"audit {event!r} details", packed, cache), now)
             for turn, event, details in records
