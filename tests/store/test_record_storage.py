@@ -175,6 +175,6 @@ def test_deleting_a_session_removes_its_stored_values(tmp_path: Path) -> None:
         assert [r["details"] for r in store.list_audit_logs("s")] == appended
     conn = sqlite3.connect(path)
     assert (
-        conn.execute("SELECT count(*) FROM audit_blobs").fetchone()[0] == 6
+        conn.execute("SELECT count(*) FROM audit_blobs").fetchone()[0] == 7
     )  # 5 messages, 1 schema
     conn.close()
