@@ -174,7 +174,6 @@ def test_deleting_a_session_removes_its_stored_values(tmp_path: Path) -> None:
         appended = _grow(store, 2)  # the store must not assume the old values exist
         assert [r["details"] for r in store.list_audit_logs("s")] == appended
     conn = sqlite3.connect(path)
-    assert (
-        conn.execute("SELECT count(*) FROM audit_blobs").fetchone()[0] == 7
-    )  # 5 messages, 1 schema
+    # 5 messages, the catalog and 1 schema
+    assert conn.execute("SELECT count(*) FROM audit_blobs").fetchone()[0] == 7
     conn.close()
