@@ -52,8 +52,8 @@ class _Bucket:
 class RateLimit:
     """A token bucket per client: ``burst`` commands at once, ``per_second`` after."""
 
-    burst: int = 30
-    per_second: float = 5.0
+    burst: int = 120
+    per_second: float = 30.0
     clock: Callable[[], float] = time.monotonic
     _buckets: dict[str, _Bucket] = field(default_factory=dict)
 

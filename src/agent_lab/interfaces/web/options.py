@@ -39,8 +39,8 @@ class WebOptions:
     allowed_endpoints: tuple[str, ...] | None = None
     error_chars: int | None = None
     queue_limit: int = 8
-    rate_burst: int = 30
-    rate_per_second: float = 5.0
+    rate_burst: int = 120
+    rate_per_second: float = 30.0
 
     def hosts(self, token: str | None) -> tuple[str, ...] | None:
         """The ``Host`` names to accept, or ``None`` for any."""
