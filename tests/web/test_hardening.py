@@ -190,3 +190,188 @@ def test_a_client_over_its_rate_is_refused(lab_home: Path) -> None:
     assert [a["type"] for a in answers] == ["queued"] * 3 + ["error", "error"]
     assert answers[-1]["field"] == "rate" and "rate limit" in answers[-1]["message"]
     assert refused["type"] == "error" and refused["field"] == "rate"
+
+
+# ------------------------------------------------------------------ 3. start-request limits
+
+
+def start_with(lab: Lab, **changes: Any) -> dict[str, Any]:
+    message = start_message(lab, "hello")
+    for path, value in changes.items():
+        target = message["request"]
+        *parents, leaf = path.split("__")
+        for parent in parents:
+            target = target[parent]
+        target[leaf] = value
+    return message
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"system_prompts": ["x" * 10_000_000]}, "message"),
+        ({"system_prompts": ["x" * 60_000]}, "request.system_prompts.0"),
+        ({"system_prompts": ["x"] * 21}, "request.system_prompts"),
+        ({"user_message": "x" * 100_001}, "request.user_message"),
+        ({"pre_messages": [{"role": "user", "content": "hi"}] * 201}, "request.pre_messages"),
+        ({"chat_agent__model": "m" * 201}, "request.chat_agent.model"),
+        ({"chat_agent__extra_body": {"pad": "x" * 20_000}}, "request.chat_agent.extra_body"),
+        ({"chat_agent__max_tokens": 10**9}, "request.chat_agent.max_tokens"),
+        ({"chat_agent__temperature": 7}, "request.chat_agent.temperature"),
+        ({"event_agent__enabled_tools": ["t"] * 101}, "request.event_agent.enabled_tools"),
+        ({"event_agent__max_event_loops": 1000}, "request.event_agent.max_event_loops"),
+        ({"event_agent__max_parallel_events": 1000}, "request.event_agent.max_parallel_events"),
+    ],
+)
+def test_every_field_of_the_start_request_is_limited(
+    changes: dict[str, Any], field: str, lab_home: Path
+) -> None:
+    with served(lab_settings(lab_home)) as srv:
+        with connect(srv.ws_url + "/ws/sessions/big", proxy=None, max_size=None) as ws:
+            ws.send(json.dumps(start_with(lab_of(srv), **changes)))
+            error = json.loads(ws.recv(timeout=20))
+            ws.send(json.dumps(start_message(lab_of(srv), "hello")))  # still usable
+            attached = json.loads(ws.recv(timeout=20))
+        stored = httpx.get(srv.base_url + "/api/sessions").json()["sessions"]
+    assert error["type"] == "error" and error["field"] == field
+    assert field in error["message"] and len(error["message"]) < 300
+    assert attached["type"] == "attached"
+    assert [session["id"] for session in stored] == ["big"]  # only the valid start ran
+
+
+# ------------------------------------------------------------------ 4. endpoint allowlist
+
+
+def chat_reply(text: str) -> ScriptedResponse:
+    delta = {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]}
+    return ScriptedResponse.sse(delta)
+
+
+def test_off_loopback_only_allowlisted_endpoints_are_fetched(lab_home: Path) -> None:
+    allowed = SSETranscriptServer(chat_reply("from the allowed one"))
+    probed = SSETranscriptServer(chat_reply("never"))
+    with allowed, probed:
+        options = web_options("0.0.0.0", [allowed.base_url + "/"])
+        served_lab = served(lab_settings(lab_home), options=options)
+        with served_lab as srv, connect(srv.ws_url + "/ws/sessions/ssrf", proxy=None) as ws:
+            probe = {"base_url": probed.base_url, "api_key": SECRET}
+            ws.send(json.dumps(start_message(lab_of(srv), "hi", connection=probe)))
+            refused = json.loads(ws.recv(timeout=20))
+            good = {"base_url": allowed.base_url, "api_key": SECRET}
+            ws.send(json.dumps(start_message(lab_of(srv), "hi", connection=good)))
+            frames = frames_until(ws, of_type("turn_completed", "error"))
+    assert options.allowed_endpoints == (allowed.base_url + "/",)
+    assert refused["type"] == "error" and refused["field"] == "connection.base_url"
+    assert probed.base_url not in refused["message"]
+    assert probed.requests == []  # the server never reached the probed port
+    assert frames[-1]["type"] == "turn_completed"
+    assert any(m.get("content") == "from the allowed one" for m in frames)
+
+
+def test_off_loopback_provider_bodies_are_cut_short(lab_home: Path) -> None:
+    body = {"error": {"message": "internal detail " * 500}}
+    provider = SSETranscriptServer(fallback=ScriptedResponse.error(500, body))
+    with provider:
+        options = web_options("0.0.0.0", [provider.base_url])
+        settings = lab_settings(lab_home, max_retries=0)
+        served_lab = served(settings, options=options)
+        with served_lab as srv, connect(srv.ws_url + "/ws/sessions/body", proxy=None) as ws:
+            override = {"base_url": provider.base_url, "api_key": SECRET}
+            ws.send(json.dumps(start_message(lab_of(srv), "hi", connection=override)))
+            error = frames_until(ws, of_type("error"))[-1]
+    assert "internal detail" in error["message"]
+    assert len(error["message"]) <= 201
+
+
+def test_the_config_file_adds_allowed_endpoints(tmp_path: Path, lab_home: Path) -> None:
+    from agent_lab.interfaces.cli.serve import _config_endpoints
+
+    config = tmp_path / "lab.toml"
+    config.write_text('[agent_lab]\n[web]\nallow_endpoints = ["https://llm.internal/v1"]\n')
+    endpoints = _config_endpoints(config)
+    options = web_options("0.0.0.0", endpoints)
+    assert options.endpoint_allowed("HTTPS://LLM.internal/v1/", None)
+    assert not options.endpoint_allowed("http://127.0.0.1:22/v1", None)
+    assert web_options("127.0.0.1", []).endpoint_allowed("http://anything:1/v1", None)
+
+
+# ------------------------------------------------------------------ 5. masking
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_secrets_are_masked_in_any_case_encoding_and_url(lab_home: Path) -> None:
+    encoded = base64.b64encode(SECRET.encode()).decode()
+    echo = f"bad key {SECRET.upper()} / {SECRET.lower()} / {encoded}"
+    provider = SSETranscriptServer(fallback=ScriptedResponse.error(401, {"error": echo}))
+    settings = lab_settings(lab_home, max_retries=0)
+    url = f"http://alice:pa55w0rd-XYZ@127.0.0.1:{closed_port()}/v1?api-key=QWERTY-9876"
+    texts: list[str] = []
+    with provider, served(settings) as srv:
+        for session_id, connection in (
+            ("echo", {"base_url": provider.base_url, "api_key": SECRET}),
+            ("creds", {"base_url": url}),
+        ):
+            with connect(f"{srv.ws_url}/ws/sessions/{session_id}", proxy=None) as ws:
+                ws.send(json.dumps(start_message(lab_of(srv), "hi", connection=connection)))
+                texts += [json.dumps(f) for f in frames_until(ws, of_type("error"))]
+            texts.append(httpx.get(f"{srv.base_url}/api/sessions/{session_id}").text)
+    everything = "\n".join(texts)
+    assert "bad key ***" in everything  # the provider's answer is shown, masked
+    assert "***@127.0.0.1" in everything
+    for leaked in (SECRET.upper(), SECRET.lower(), encoded, "pa55w0rd-XYZ", "QWERTY-9876"):
+        assert leaked not in everything
+
+
+# ------------------------------------------------------------------ 6. REST hygiene
+
+
+def test_long_ids_are_not_reflected_and_nosniff_is_everywhere(settings: LabSettings) -> None:
+    long_id = "x" * 60_000
+    with served(settings, token=TOKEN) as srv:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        with httpx.Client(base_url=srv.base_url, headers=auth) as client:
+            answers = [
+                client.get(f"/api/sessions/{long_id}"),
+                client.get(f"/api/sessions/{long_id}/export"),
+                client.delete(f"/api/sessions/{long_id}"),
+                client.get("/api/sessions/short-unknown"),
+            ]
+            others = [
+                client.get("/"),
+                client.get("/static/app.js"),
+                client.get("/api/health"),
+                httpx.get(srv.base_url + "/api/health"),  # 401
+            ]
+    assert [answer.status_code for answer in answers] == [404] * 4
+    assert all(answer.json() == {"detail": "no such session"} for answer in answers)
+    assert all(len(answer.content) < 100 for answer in answers)
+    assert [answer.status_code for answer in others] == [200, 200, 200, 401]
+    assert all(a.headers["x-content-type-options"] == "nosniff" for a in [*answers, *others])
+
+
+def test_a_tab_is_told_when_its_session_is_deleted(settings: LabSettings) -> None:
+    with served(settings) as srv:
+        url = srv.ws_url + "/ws/sessions/doomed"
+        with connect(url, proxy=None) as first:
+            first.send(json.dumps(start_message(lab_of(srv), "hello")))
+            frames_until(first, of_type("turn_completed"))
+            first.send(json.dumps({"type": "close"}))
+            frames_until(first, of_type("detached"))
+        wait_until(lambda: record(srv, "doomed")["live"] is False)
+        with connect(url, proxy=None) as tab:
+            tab.send(json.dumps(start_message(lab_of(srv), "")))
+            frames_until(tab, of_type("history"))
+            deleted = httpx.delete(srv.base_url + "/api/sessions/doomed")
+            notice = frames_until(tab, of_type("deleted"))[-1]
+            tab.send(json.dumps({"type": "user", "content": "are you there?"}))
+            refused = frames_until(tab, of_type("error"))[-1]
+        gone = httpx.get(srv.base_url + "/api/sessions/doomed")
+    assert deleted.status_code == 204
+    assert notice == {"type": "deleted", "session_id": "doomed"}
+    assert refused["field"] == "session" and "deleted" in refused["message"]
+    assert gone.status_code == 404  # not silently re-created as turn 1
