@@ -2,7 +2,7 @@
 // the timeline, the sessions table and the compare view together.
 
 import { api, ApiError, askToken, captureTokenFromFragment, download } from "./api.js";
-import { renderCompare, sessionOption } from "./compare.js";
+import { cost, renderCompare, sessionOption } from "./compare.js";
 import { ConfigPanel } from "./config.js";
 import { Conversation } from "./conversation.js";
 import { $, h, ms, num, shortId, toast } from "./dom.js";
@@ -404,7 +404,20 @@ function turnSummary(turnIndex) {
       chip("tools", num(turn.tool_count)),
       chip("fallbacks", num(turn.fallback_count)),
       chip("tokens", num(turn.total_tokens)),
-      chip("cached", num(turn.cached_tokens))));
+      chip("cached", num(turn.cached_tokens)),
+      chip("TTFT", ms(turnTtft(turnIndex))),
+      chip("cost", cost(turn.cost))),
+    budgetLine(turnIndex));
+}
+
+function turnTtft(turnIndex) {
+  const call = (state.record?.calls || []).find((entry) => entry.call_kind === "chat" && entry.round_index === 1 && entry.turn_index === turnIndex);
+  return call?.ttft_ms ?? null;
+}
+
+function budgetLine(turnIndex) {
+  const spent = (state.audits.get(turnIndex) || []).find((audit) => audit.event === "chat_round_started" && budgetSpent(audit.details || {}));
+  return spent ? h("div", { class: "count-note" }, budgetNotice(spent.details)) : null;
 }
 
 // ---------------------------------------------------------------- sessions
