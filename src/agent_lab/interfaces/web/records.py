@@ -16,9 +16,8 @@ from agent_lab.domain.errors import SessionNotFound
 
 def session_summaries(store: SessionStore, live: set[str]) -> list[dict[str, Any]]:
     """Every session, newest first, with its usage totals, whether it is live and its
-    ``status``: ``live``, the status of its last turn (``completed``, ``failed``,
-    ``cancelled``, ``terminated``…) or ``empty``; ``failed_turns`` counts the failed and
-    cancelled ones."""
+    ``status``: the status of its last turn (``completed``, ``failed``, ``cancelled``,
+    ``terminated``…) or ``empty``; ``failed_turns`` counts the failed and cancelled ones."""
     summaries = []
     for session in store.list_sessions():
         session_id = session["id"]
@@ -27,7 +26,7 @@ def session_summaries(store: SessionStore, live: set[str]) -> list[dict[str, Any
         except SessionNotFound:
             continue  # deleted between the two reads
         turns = usage["turns"]
-        status = "live" if session_id in live else _last_status(turns)
+        status = _last_status(turns)
         failed = sum(turn.get("status") in ("failed", "cancelled") for turn in turns)
         summaries.append(
             {

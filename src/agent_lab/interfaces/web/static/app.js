@@ -446,7 +446,8 @@ function matches(session, query, filter) {
   if (query && !text.includes(query)) return false;
   if (!filter) return true;
   if (filter === "failed") return session.status === "failed" || session.status === "cancelled" || session.failed_turns > 0;
-  if (filter === "live" || filter === "completed") return session.status === filter;
+  if (filter === "live") return session.live;
+  if (filter === "completed") return session.status === "completed";
   return session.mode === filter;
 }
 

@@ -11,7 +11,7 @@ function sessionRow(session, actions) {
   const usage = session.usage || {};
   const button = (label, handler, extra = {}) =>
     h("button", { type: "button", class: "ghost small", onclick: () => handler(session), ...extra }, label);
-  const status = session.status || (session.live ? "live" : "unknown");
+  const status = session.status || "unknown";
   const failed = session.failed_turns ? ` · ${session.failed_turns} failed or cancelled turn${session.failed_turns === 1 ? "" : "s"}` : "";
   return h("tr", { dataset: { session: session.id, status } },
     h("td", { class: "title-cell" },

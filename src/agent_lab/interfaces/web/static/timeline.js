@@ -104,7 +104,10 @@ export function callOf(audits, eventId) {
   const visit = (value, depth) => {
     if (!value || typeof value !== "object" || depth > 6) return;
     if (Array.isArray(value)) return value.forEach((entry) => visit(entry, depth + 1));
-    if (value.id === eventId && value.arguments && Object.keys(value.arguments).length) found.arguments = value.arguments;
+    if (value.id === eventId && value.arguments && typeof value.arguments === "object") {
+      const given = Object.keys(value.arguments).length > 0;
+      if (given || found.arguments === null) found.arguments = given ? value.arguments : "{} (none in the call; the event agent fills them in)";
+    }
     if (value.tool_call_id === eventId && typeof value.content === "string") found.result = value.content;
     for (const entry of Object.values(value)) visit(entry, depth + 1);
   };
