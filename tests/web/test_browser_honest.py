@@ -126,6 +126,9 @@ def test_the_lab_works_on_a_phone(browser: Browser, lab: ServedLab, shots: Path)
     assert len(ticks) >= 2 and overlapping(ticks, "x") == []
     labels = boxes_of(page, ".wf-rows .wf-label")
     assert overlapping(labels, "y") == []
+    durations = boxes_of(page, ".wf-dur")  # one line each, so none runs into the next row
+    assert durations and all(box["height"] <= 18 for box in durations)
+    assert overlapping(boxes_of(page, ".wf-marker-label"), "x") == []
     page.screenshot(path=str(shots / "timeline-phone.png"))
 
     page.click(".tab[data-view=sessions]")

@@ -152,7 +152,8 @@ export function renderWaterfall(container, model, { scale = null, onSelect = nul
   const narrow = (container.clientWidth || 800) < 520;
   container.replaceChildren(h("div", { class: "wf" },
     h("div", { class: "wf-row wf-axis" }, h("div", { class: "wf-label" }, "turn_elapsed_ms"), axis(total, pct, narrow ? 3 : 6)),
-    h("div", { class: "wf-rows" }, overlay, rows)),
+    h("div", { class: "wf-rows" }, overlay, rows),
+    model.markers.length ? markerRow(model.markers, pct) : null),
     markerLegend(model.markers));
   if (!model.items.length) container.append(h("p", { class: "empty" }, "No audit records for this turn yet."));
 }
@@ -186,11 +187,20 @@ function waterfallRow(item, pct, onSelect) {
 }
 
 function markerLine(marker, index, pct) {
-  const line = h("div", { class: "wf-marker", title: `${marker.label} · ${ms(marker.at)}` },
-    h("span", { class: "wf-marker-label" }, String(index + 1)));
+  const line = h("div", { class: "wf-marker", title: `${marker.label} · ${ms(marker.at)}` });
   line.style.setProperty("left", pct(marker.at));
-  line.firstChild.style.setProperty("top", `${2 + (index % 4) * 13}px`);
   return line;
+}
+
+// The dashed lines' numbers, in their own row under the bars (keyed in the legend).
+function markerRow(markers, pct) {
+  const badges = markers.map((marker, index) => {
+    const badge = h("span", { class: "wf-marker-label", title: `${marker.label} · ${ms(marker.at)}` }, String(index + 1));
+    badge.style.setProperty("left", pct(marker.at));
+    badge.style.setProperty("top", `${(index % 2) * 12}px`);
+    return badge;
+  });
+  return h("div", { class: "wf-row wf-marker-row" }, h("div", { class: "wf-label" }, "markers"), h("div", { class: "wf-track" }, badges));
 }
 
 function axis(total, pct, count = 6) {
