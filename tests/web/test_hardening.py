@@ -318,10 +318,20 @@ def test_secrets_are_masked_in_any_case_encoding_and_url(lab_home: Path) -> None
         ):
             with connect(f"{srv.ws_url}/ws/sessions/{session_id}", proxy=None) as ws:
                 ws.send(json.dumps(start_message(lab_of(srv), "hi", connection=connection)))
-                texts += [json.dumps(f) for f in frames_until(ws, of_type("error"))]
+                frames = frames_until(ws, of_type("error"))
+                texts += [json.dumps(f) for f in frames]
+                # Another tab replays the same frames: masked for it too.
+                with connect(f"{srv.ws_url}/ws/sessions/{session_id}", proxy=None) as tab:
+                    stream_id = frames[0]["stream_id"]
+                    resume = {"type": "start", "resume_from": -1, "stream_id": stream_id}
+                    tab.send(json.dumps(resume))
+                    replayed = frames_until(tab, of_type("error"))
+                    texts += [json.dumps(f) for f in replayed]
             texts.append(httpx.get(f"{srv.base_url}/api/sessions/{session_id}").text)
+            texts.append(httpx.get(f"{srv.base_url}/api/sessions/{session_id}/export").text)
     everything = "\n".join(texts)
-    assert "bad key ***" in everything  # the provider's answer is shown, masked
+    assert everything.count("bad key ***") >= 2  # shown to both tabs, masked
+    assert "***@127.0.0.1" in everything
     assert "***@127.0.0.1" in everything
     for leaked in (SECRET.upper(), SECRET.lower(), encoded, "pa55w0rd-XYZ", "QWERTY-9876"):
         assert leaked not in everything
@@ -341,6 +351,7 @@ def test_long_ids_are_not_reflected_and_nosniff_is_everywhere(settings: LabSetti
                 client.delete(f"/api/sessions/{long_id}"),
                 client.get("/api/sessions/short-unknown"),
             ]
+            invalid = client.get("/api/sessions/x/export", params={"format": "A" * 5000})
             others = [
                 client.get("/"),
                 client.get("/static/app.js"),
@@ -351,6 +362,7 @@ def test_long_ids_are_not_reflected_and_nosniff_is_everywhere(settings: LabSetti
     assert all(answer.json() == {"detail": "no such session"} for answer in answers)
     assert all(len(answer.content) < 100 for answer in answers)
     assert [answer.status_code for answer in others] == [200, 200, 200, 401]
+    assert invalid.status_code == 422 and "AAAA" not in invalid.text
     assert all(a.headers["x-content-type-options"] == "nosniff" for a in [*answers, *others])
 
 

@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -101,6 +102,14 @@ def _add_page(app: FastAPI) -> None:
 
 def _add_error_handlers(app: FastAPI) -> None:
     masker: Masker = app.state.web.masker
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            {"loc": list(error.get("loc", ())), "msg": error.get("msg", "")}
+            for error in exc.errors()
+        ]  # without the ``input`` FastAPI would echo back
+        return JSONResponse({"detail": problems}, status_code=422)
 
     @app.exception_handler(StoreError)
     async def store_failed(_: Request, exc: StoreError) -> JSONResponse:

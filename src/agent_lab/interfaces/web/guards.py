@@ -9,9 +9,11 @@ which connections watch a session (so deleting it can tell them).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent_lab.interfaces.web.hub import LiveSession
 
@@ -27,19 +29,28 @@ def queued_turns(live: LiveSession) -> int:
 def drop_queued(live: LiveSession) -> int:
     """Drop the user turns the runtime has not taken yet; returns how many.
 
-    The hub's session keeps no public handle on its input queue, so this reaches
-    into it; the runtime only ever takes the next turn from that queue.
+    The live session offers no public way to withdraw submitted input, so this reaches
+    into its input queue (directly, or through its runtime session handle); the
+    runtime only ever takes the next turn from that queue.
     """
-    queues = live._queues
-    if queues is None:
+    inbox = _input_queue(live)
+    if inbox is None:
         return 0
-    waiting = [queues.input.get_nowait() for _ in range(queues.input.qsize())]
+    waiting = [inbox.get_nowait() for _ in range(inbox.qsize())]
     if None in waiting:
-        queues.input.put_nowait(None)
+        inbox.put_nowait(None)  # a close stays a close
     dropped = min(len(waiting) - waiting.count(None), len(live._pending_users))
     for _ in range(dropped):
         live._pending_users.pop()
     return dropped
+
+
+def _input_queue(live: LiveSession) -> asyncio.Queue[Any] | None:
+    holder: Any = getattr(live, "_queues", None)
+    if holder is None:
+        holder = getattr(getattr(live, "_session", None), "_queues", None)
+    inbox = getattr(holder, "input", None)
+    return inbox if isinstance(inbox, asyncio.Queue) else None
 
 
 @dataclass

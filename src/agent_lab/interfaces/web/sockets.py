@@ -106,6 +106,8 @@ class Connection:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self.state.watchers.remove(self.session_id, self._on_deleted)
+            if not self.state.hub.is_live(self.session_id):
+                self.state.session_keys.pop(self.session_id, None)
             if self.live is not None:
                 self.live.unsubscribe(self.outbox)
                 if self.live.subscriber_count == 0:
@@ -242,8 +244,10 @@ class Connection:
     ) -> None:
         async with self._send_lock:
             record = await self._read_history(None) if with_history else None
-            if connection is not None:
-                self.outbox.masker = self.outbox.masker.with_secret(connection.key())
+            key = connection.key() if connection is not None else None
+            if key is not None:
+                self.state.session_keys[self.session_id] = key
+            self.outbox.masker = self.state.masker_for(self.session_id)
             try:
                 self.live = await self.state.hub.start(request, self.outbox, connection)
             except SessionLive as exc:
@@ -260,6 +264,7 @@ class Connection:
         self, live: LiveSession, resume_from: int | None, stream_id: str | None
     ) -> None:
         async with self._send_lock:
+            self.outbox.masker = self.state.masker_for(self.session_id)
             replay = live.subscribe(self.outbox, resume_from, stream_id)
             self.live = live
             await self._send(self._attached(live=True, resumed=replay.history_before is None))

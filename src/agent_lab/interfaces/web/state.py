@@ -27,6 +27,12 @@ class WebState:
     masker: Masker
     rate: RateLimit
     watchers: Watchers = field(default_factory=Watchers)
+    session_keys: dict[str, str] = field(default_factory=dict)
+    """Keys typed into the page, per live session, so every client of it masks them."""
+
+    def masker_for(self, session_id: str) -> Masker:
+        """The masker of the frames of ``session_id``."""
+        return self.masker.with_secret(self.session_keys.get(session_id))
 
     def store(self) -> SessionStore:
         """The lab's store.
