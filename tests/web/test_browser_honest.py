@@ -330,3 +330,31 @@ def test_a_missing_token_is_asked_for_once(browser: Browser, locked_lab: ServedL
     assert page.evaluate("window.__asked") == 2 and prompts == []  # no window.prompt at all
     assert "unreachable" not in endpoint.inner_text()
     context.close()
+
+
+# ------------------------------------------------------------------ 6. deleted elsewhere
+
+
+def test_a_tab_is_told_when_another_deletes_its_session(page: Page, browser: Browser) -> None:
+    page.click("#new-session")
+    send(page, "Set the volume to 15")
+    wait_turn_done(page, 1)
+    page.click("#end-session")
+    expect(page.locator("#status")).to_have_text("ended")
+    session_id = page.evaluate("sessionStorage.getItem('agentlab.session')")
+
+    other = open_page(browser, page.url)
+    other.on("dialog", lambda dialog: dialog.accept())
+    other.click(".tab[data-view=sessions]")
+    row = f"#sessions-body tr[data-session='{session_id}']"
+    other.locator(f"{row} button", has_text="Delete").click()
+    expect(other.locator(row)).to_have_count(0)
+    other.context.close()
+
+    expect(page.locator(".notice", has_text="deleted in another tab")).to_have_count(1)
+    expect(page.locator("#status")).to_have_text("deleted")
+    send(page, "Are you still there?")
+    expect(page.locator("#toast")).to_contain_text("deleted")
+    page.click(".tab[data-view=sessions]")
+    expect(page.locator("#refresh-sessions")).to_be_visible()
+    expect(page.locator(row)).to_have_count(0)  # not re-created as turn 1
