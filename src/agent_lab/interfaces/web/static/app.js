@@ -2,15 +2,15 @@
 // the timeline, the sessions table and the compare view together.
 
 import { api, ApiError, askToken, captureTokenFromFragment, download } from "./api.js";
-import { cost, renderCompare, sessionOption } from "./compare.js";
+import { loadCompare } from "./compare-view.js";
 import { ConfigPanel } from "./config.js";
 import { Conversation } from "./conversation.js";
 import { $, h, ms, num, shortId, toast } from "./dom.js";
-import { budgetSpent, clearFieldErrors, LiveFigures, QueuedMessages, showFieldError } from "./feedback.js";
+import { budgetNotice, budgetSpent, clearFieldErrors, LiveFigures, QueuedMessages, showFieldError } from "./feedback.js";
 import { groupAudits } from "./history.js";
-import { renderSessions } from "./sessions.js";
+import { matches, renderSessions } from "./sessions.js";
 import { SessionSocket } from "./socket.js";
-import { buildTimeline, renderDetail, renderWaterfall } from "./timeline.js";
+import { renderTimeline } from "./timeline-view.js";
 
 const SESSION_KEY = "agentlab.session";
 const STATUS_TEXT = {
@@ -99,17 +99,17 @@ function wireControls() {
   $("#new-session").addEventListener("click", newSession);
   $("#reset-config").addEventListener("click", () => config.reset());
   $("#refresh-sessions").addEventListener("click", loadSessions);
-  $("#timeline-turn").addEventListener("change", (event) => { state.timelineTurn = Number(event.target.value); renderTimeline(); });
-  for (const id of ["#compare-a", "#compare-b", "#compare-turn"]) $(id).addEventListener("change", () => loadCompare(id !== "#compare-turn"));
+  $("#timeline-turn").addEventListener("change", (event) => { state.timelineTurn = Number(event.target.value); renderTimeline(state); });
+  for (const id of ["#compare-a", "#compare-b", "#compare-turn"]) $(id).addEventListener("change", () => loadCompare(state, id !== "#compare-turn"));
 }
 
 function showView(name) {
   state.view = name;
   for (const tab of document.querySelectorAll(".tab")) tab.setAttribute("aria-selected", String(tab.dataset.view === name));
   for (const view of document.querySelectorAll(".view")) view.hidden = view.dataset.view !== name;
-  if (name === "timeline") renderTimeline();
+  if (name === "timeline") renderTimeline(state);
   if (name === "sessions") loadSessions();
-  if (name === "compare") loadCompare(true);
+  if (name === "compare") loadCompare(state, true);
 }
 
 function setPhase(phase) {
@@ -337,10 +337,6 @@ async function refreshRecord() {
   }
 }
 
-function budgetNotice(details) {
-  return `Event budget used up: round ${details.round_index} runs without tools (max_event_loops reached).`;
-}
-
 function showLiveFigures() {
   if (state.phase === "running") $("#conv-usage").replaceChildren(...state.liveFigures.chips());
 }
@@ -370,54 +366,7 @@ function plural(count, noun) {
 function queueTimeline() {
   if (state.view !== "timeline" || state.renderQueued) return;
   state.renderQueued = true;
-  requestAnimationFrame(() => { state.renderQueued = false; renderTimeline(); });
-}
-
-function renderTimeline() {
-  const turns = [...state.audits.keys()].filter((turn) => turn > 0).sort((a, b) => a - b);
-  const select = $("#timeline-turn");
-  const latest = turns[turns.length - 1] ?? null;
-  const follow = state.timelineTurn === null || state.timelineTurn === Number(select.dataset.latest);
-  if (follow) state.timelineTurn = latest;
-  select.dataset.latest = String(latest);
-  select.replaceChildren(...turns.map((turn) => h("option", { value: String(turn), selected: turn === state.timelineTurn }, `turn ${turn}`)));
-  $("#timeline-session").textContent = state.sessionId ? `· ${state.record?.session?.title || shortId(state.sessionId)}` : "";
-  const audits = state.audits.get(state.timelineTurn) || [];
-  const model = buildTimeline(audits, state.record?.calls || [], state.timelineTurn);
-  renderWaterfall($("#timeline"), model, { onSelect: (item) => renderDetail($("#detail"), item) });
-  const summary = turnSummary(state.timelineTurn);
-  if (summary) $("#timeline").prepend(summary);
-  if (!state.sessionId) $("#timeline").replaceChildren(h("p", { class: "empty" }, "Start or open a session to see its timeline."));
-}
-
-function turnSummary(turnIndex) {
-  const turn = (state.record?.turns || []).find((entry) => entry.turn_index === turnIndex);
-  if (!turn) return null;
-  const chip = (label, value) => h("span", { class: "chip" }, h("b", {}, label), " ", value);
-  return h("div", { class: "turn-summary" },
-    h("div", { class: "turn-user", title: turn.user_message || "" }, turn.user_message || ""),
-    h("div", { class: "stats" },
-      chip("status", turn.status || "running"),
-      chip("wall", ms(turn.turn_wall_time_ms)),
-      chip("rounds", num(turn.round_count)),
-      chip("model calls", num(turn.model_calls)),
-      chip("tools", num(turn.tool_count)),
-      chip("fallbacks", num(turn.fallback_count)),
-      chip("tokens", num(turn.total_tokens)),
-      chip("cached", num(turn.cached_tokens)),
-      chip("TTFT", ms(turnTtft(turnIndex))),
-      chip("cost", cost(turn.cost))),
-    budgetLine(turnIndex));
-}
-
-function turnTtft(turnIndex) {
-  const call = (state.record?.calls || []).find((entry) => entry.call_kind === "chat" && entry.round_index === 1 && entry.turn_index === turnIndex);
-  return call?.ttft_ms ?? null;
-}
-
-function budgetLine(turnIndex) {
-  const spent = (state.audits.get(turnIndex) || []).find((audit) => audit.event === "chat_round_started" && budgetSpent(audit.details || {}));
-  return spent ? h("div", { class: "count-note" }, budgetNotice(spent.details)) : null;
+  requestAnimationFrame(() => { state.renderQueued = false; renderTimeline(state); });
 }
 
 // ---------------------------------------------------------------- sessions
@@ -439,16 +388,6 @@ function showSessions() {
   renderSessions($("#sessions-body"), shown, { open: openSession, exportAs, remove: removeSession });
   $("#sessions-empty").hidden = state.sessions.length > 0;
   $("#sessions-none").hidden = !(state.sessions.length > 0 && shown.length === 0);
-}
-
-function matches(session, query, filter) {
-  const text = `${session.title || ""} ${session.id}`.toLowerCase();
-  if (query && !text.includes(query)) return false;
-  if (!filter) return true;
-  if (filter === "failed") return session.status === "failed" || session.status === "cancelled" || session.failed_turns > 0;
-  if (filter === "live") return session.live;
-  if (filter === "completed") return session.status === "completed";
-  return session.mode === filter;
 }
 
 // Open = show the stored session with its configuration and attach to it: a live one
@@ -483,46 +422,5 @@ async function removeSession(session) {
 }
 
 // ---------------------------------------------------------------- compare
-
-async function loadCompare(refreshList) {
-  try {
-    if (refreshList) await fillCompareSelects();
-    const ids = [$("#compare-a").value, $("#compare-b").value];
-    const records = await Promise.all(ids.map((id) => (id ? compareRecord(id) : null)));
-    const turnSelect = $("#compare-turn");
-    const maxTurn = Math.max(1, ...records.filter(Boolean).map((record) => (record.turns || []).length));
-    const chosen = Math.min(Number(turnSelect.value) || 1, maxTurn);
-    turnSelect.replaceChildren(...Array.from({ length: maxTurn }, (_, i) => h("option", { value: String(i + 1), selected: i + 1 === chosen }, `turn ${i + 1}`)));
-    renderCompare([$("#compare-col-a"), $("#compare-col-b")], records, chosen, showCompareDetail);
-  } catch (error) {
-    toast(String(error.message), "error");
-  }
-}
-
-function showCompareDetail(item) {
-  const panel = $("#compare-detail");
-  panel.hidden = false;
-  renderDetail(panel, item);
-  panel.prepend(h("button", { type: "button", class: "ghost small detail-close", onclick: () => { panel.hidden = true; } }, "Close"));
-}
-
-async function fillCompareSelects() {
-  const { sessions } = await api("/api/sessions");
-  state.sessions = sessions;
-  for (const [selector, mode, fallback] of [["#compare-a", "dual_agent", 0], ["#compare-b", "chat_agent_tools", 1]]) {
-    const select = $(selector);
-    const previous = select.value;
-    select.replaceChildren(h("option", { value: "" }, "— choose a session —"), ...sessions.map(sessionOption));
-    const preferred = sessions.find((s) => s.mode === mode) || sessions[fallback];
-    select.value = sessions.some((s) => s.id === previous) ? previous : preferred?.id || "";
-  }
-}
-
-async function compareRecord(id) {
-  const summary = state.sessions.find((session) => session.id === id);
-  const key = `${id}@${summary?.updated_at}`;
-  if (!state.compareCache.has(key)) state.compareCache.set(key, await api(`/api/sessions/${encodeURIComponent(id)}`));
-  return state.compareCache.get(key);
-}
 
 boot();

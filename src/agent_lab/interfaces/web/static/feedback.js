@@ -128,3 +128,7 @@ export function budgetSpent(details) {
   const configured = details.configured_events || [];
   return configured.length > 0 && details.event_budget_remaining === 0 && (details.events_enabled || []).length === 0;
 }
+
+export function budgetNotice(details) {
+  return `Event budget used up: round ${details.round_index} runs without tools (max_event_loops reached).`;
+}

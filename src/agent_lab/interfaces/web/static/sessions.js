@@ -34,3 +34,14 @@ function sessionRow(session, actions) {
         button("JSONL", (s) => actions.exportAs(s, "jsonl"), { title: "Export as JSON Lines" })),
       button("Delete", actions.remove, { class: "ghost small danger", disabled: session.live, title: session.live ? "Live sessions cannot be deleted" : "Delete" })));
 }
+
+// Whether a session passes the search text and the filter of the sessions table.
+export function matches(session, query, filter) {
+  const text = `${session.title || ""} ${session.id}`.toLowerCase();
+  if (query && !text.includes(query)) return false;
+  if (!filter) return true;
+  if (filter === "failed") return session.status === "failed" || session.status === "cancelled" || session.failed_turns > 0;
+  if (filter === "live") return session.live;
+  if (filter === "completed") return session.status === "completed";
+  return session.mode === filter;
+}
