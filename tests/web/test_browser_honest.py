@@ -219,6 +219,27 @@ def test_compare_goes_turn_by_turn_and_shows_cost_unknown(page: Page) -> None:
     expect(column.locator(".deltas")).to_contain_text("only in A")
 
 
+FLAGGED = """async () => {
+  const { renderCompare } = await import("/static/compare.js");
+  const columns = [document.createElement("div"), document.createElement("div")];
+  const record = {
+    session: { id: "s1", mode: "dual_agent", config: {} },
+    usage: { turn_count: 1, cost: 0.5 },
+    turns: [{ turn_index: 1, cost: 0.25, turn_wall_time_ms: 900 }],
+    calls: [{ call_kind: "chat", round_index: 1, turn_index: 1, ttft_ms: 800, cold_start: true }],
+    audit: [],
+  };
+  renderCompare(columns, [record, record], 1, () => {});
+  return columns[0].textContent;
+}"""
+
+
+def test_compare_flags_cold_starts_and_shows_cost_when_recorded(page: Page) -> None:
+    text = page.evaluate(FLAGGED)
+    assert "cold" in text
+    assert "$0.2500" in text and "$0.5000" in text
+
+
 # ------------------------------------------------------------------ 11. timeline
 
 
