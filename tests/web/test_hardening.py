@@ -387,3 +387,10 @@ def test_a_tab_is_told_when_its_session_is_deleted(settings: LabSettings) -> Non
     assert notice == {"type": "deleted", "session_id": "doomed"}
     assert refused["field"] == "session" and "deleted" in refused["message"]
     assert gone.status_code == 404  # not silently re-created as turn 1
+
+
+def test_serve_caps_websocket_frames_at_the_message_limit() -> None:
+    from agent_lab.interfaces.cli import serve
+    from agent_lab.interfaces.web import limits
+
+    assert serve.MAX_MESSAGE_CHARS == limits.MAX_MESSAGE_CHARS

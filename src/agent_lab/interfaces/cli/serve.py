@@ -30,6 +30,8 @@ from agent_lab.interfaces.cli.common import (
     run_async,
 )
 
+MAX_MESSAGE_CHARS = 1_000_000
+"""The web lab's largest client message (``agent_lab.interfaces.web.limits``)."""
 MIN_TOKEN_CHARS = 16
 """Shortest --token accepted for a lab reachable from other machines."""
 PUBLIC_ERROR_CHARS = 200
@@ -236,7 +238,10 @@ async def _serve_on(
 
     async with open_lab(options.settings()) as lab:
         app = create_app(lab, token=binding.token, options=binding.options)
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        # Nothing a client may send is larger (limits.MAX_MESSAGE_CHARS, 4 bytes a char),
+        # so uvicorn need not buffer its default 16 MiB per WebSocket message.
+        ws_max_size = 4 * MAX_MESSAGE_CHARS + 64 * 1024
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", ws_max_size=ws_max_size)
         server = uvicorn.Server(config)
         # Everything built so far lives as long as the server: keep it out of the
         # collector's full passes, which otherwise stall every live session (bench 4).
