@@ -92,19 +92,37 @@ def describe_error(exc: errors.AgentLabError) -> tuple[int, str]:
     return EXIT_RUN_FAILED, str(exc)
 
 
+_EXIT_CODES: dict[str, int] = {
+    "usage": EXIT_USAGE,
+    "run_failed": EXIT_RUN_FAILED,
+    "interrupted": EXIT_INTERRUPTED,
+}
+_RUN_FAILURE_LINES: dict[str, str] = {
+    "cancelled": "turn cancelled",
+    "provider_error:http_401": ("the provider rejected the request (HTTP 401); check your API key"),
+    "provider_error:http_403": ("the provider rejected the request (HTTP 403); check your API key"),
+}
+"""Failures whose line replaces the runtime's message (it may quote the provider)."""
+_RUN_FAILURE_HINTS: dict[str, str] = {
+    "provider_error:unreachable": "check --base-url or OPENAI_BASE_URL",
+    "provider_error:http_404": "check --base-url and --model",
+}
+
+
 def run_failure(message: Mapping[str, Any]) -> tuple[int, str]:
-    """The exit code and one-line message for an ``error`` output of a run."""
+    """The exit code and one-line message for an ``error`` output of a run.
+
+    The code comes from the ``exit_class`` the error carries; a few reasons get the
+    CLI's own wording or a hint about which flag to check.
+    """
     text = str(message.get("message") or "the run failed")
-    if message.get("failure_reason") == "cancelled":
-        return EXIT_INTERRUPTED, "turn cancelled"
-    if message.get("failure_reason") == "session_busy":
-        return EXIT_USAGE, text
     reason = str(message.get("failure_reason") or "")
-    if reason.startswith("provider_error:http_"):
-        return _http_failure(int(reason.removeprefix("provider_error:http_")), text)
-    if reason == "provider_error:unreachable":
-        return EXIT_USAGE, f"{text} (check --base-url or OPENAI_BASE_URL)"
-    return EXIT_RUN_FAILED, text
+    code = _EXIT_CODES.get(str(message.get("exit_class")), EXIT_RUN_FAILED)
+    if reason in _RUN_FAILURE_LINES:
+        return code, _RUN_FAILURE_LINES[reason]
+    if reason in _RUN_FAILURE_HINTS:
+        return code, f"{text} ({_RUN_FAILURE_HINTS[reason]})"
+    return code, text
 
 
 def _http_failure(status: int, text: str) -> tuple[int, str]:

@@ -222,7 +222,12 @@ async def stream_turn(
     except asyncio.CancelledError:
         if main is not None:
             main.uncancel()
-        return {"type": "error", "message": "interrupted", "failure_reason": "cancelled"}
+        return {
+            "type": "error",
+            "message": "interrupted",
+            "failure_reason": "cancelled",
+            "exit_class": "interrupted",
+        }
     finally:
         await runtime.aclose()
     return last
