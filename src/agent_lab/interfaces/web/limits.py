@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.contracts import MAX_EVENT_LOOPS, DebugRunRequest
 
 MAX_MESSAGE_CHARS = 1_000_000
 """One client message (a ``start`` with all its prompts included)."""
@@ -22,7 +22,6 @@ MAX_NAME = 200
 MAX_TOOLS = 100
 MAX_EXTRA_BODY = 10_000
 MAX_TOKENS = 1_000_000
-MAX_EVENT_LOOPS = 50
 MAX_PARALLEL_EVENTS = 64
 
 
