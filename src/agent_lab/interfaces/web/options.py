@@ -21,7 +21,6 @@ class WebOptions:
             after this long (``None`` keeps it until the server stops).
         allowed_hosts: Accepted ``Host`` header names; ``None`` means loopback names
             only without a token (DNS-rebinding protection) and any host with one.
-        poll_seconds: How often a session's pump checks that its runtime still runs.
         allowed_endpoints: Provider base URLs a client may name in ``connection``
             (besides the server's own); ``None`` allows any (for a loopback lab).
         error_chars: Cut provider error messages sent to clients to this length
@@ -35,7 +34,6 @@ class WebOptions:
     replay_limit: int = 5000
     idle_seconds: float | None = 300.0
     allowed_hosts: tuple[str, ...] | None = None
-    poll_seconds: float = 0.25
     allowed_endpoints: tuple[str, ...] | None = None
     error_chars: int | None = None
     queue_limit: int = 8
