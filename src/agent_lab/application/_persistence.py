@@ -28,6 +28,7 @@ from agent_lab.domain.messages import ChatMessage
 T = TypeVar("T")
 
 LEASE_SECONDS = 30.0
+_HOST = socket.gethostname()
 
 
 @dataclass(frozen=True)
@@ -178,22 +179,29 @@ class SessionRecorder:
         self._audits.append((turn_index, event, details))
 
     async def open(self, request: DebugRunRequest, title: str) -> StoredSession:
-        """Create the session if new, claim it (one writer), and read it back."""
-        await self._call(
-            self.store.ensure_session, self.session_id, title, request_snapshot(request)
-        )
-        owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._claim_token = await self._call(
-            self.store.claim_session,
-            self.session_id,
-            owner,
-            lease_seconds=LEASE_SECONDS,
-            wait_seconds=self._claim_wait,
-        )
-        self._heartbeat = asyncio.create_task(self._renew_forever())
-        records = await self._call(self.store.list_messages, self.session_id)
-        next_turn = await self._call(self.store.next_turn_index, self.session_id)
-        return StoredSession(self.session_id, records, next_turn)
+        """Create the session if new, claim it (one writer), and read it back.
+
+        All in one trip to the worker thread: a session's setup costs one hand-off,
+        not four.
+        """
+        snapshot = request_snapshot(request)
+        owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+        def open_session() -> StoredSession:
+            store, session_id = self.store, self.session_id
+            store.ensure_session(session_id, title, snapshot)
+            self._claim_token = store.claim_session(
+                session_id, owner, lease_seconds=LEASE_SECONDS, wait_seconds=self._claim_wait
+            )
+            records = store.list_messages(session_id)
+            return StoredSession(session_id, records, store.next_turn_index(session_id))
+
+        try:
+            stored = await self._call(open_session)
+        finally:
+            if self._claim_token is not None:
+                self._heartbeat = asyncio.create_task(self._renew_forever())
+        return stored
 
     async def _renew_forever(self) -> None:
         while self._claim_token is not None:
@@ -277,14 +285,24 @@ class SessionRecorder:
                 await self._call(lambda: None)
 
     async def close(self) -> None:
-        """Flush audits and give up the writer claim."""
+        """Flush audits and give up the writer claim, in one trip to the worker thread."""
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
             self._heartbeat = None
-        await self.flush()
         token, self._claim_token = self._claim_token, None
-        if token is not None:
-            with contextlib.suppress(StoreError):
-                await asyncio.to_thread(self.store.release_claim, self.session_id, token)
+        if token is None:
+            await self.flush()
+            return
+        audits, self._audits = self._audits, []
+        await asyncio.to_thread(self._flush_and_release, audits, token)
+
+    def _flush_and_release(
+        self, audits: list[tuple[int | None, str, dict[str, Any]]], token: str
+    ) -> None:
+        """Best effort both: audits never fail a turn, and a lost claim is gone anyway."""
+        with contextlib.suppress(StoreError):
+            self._write(audits, lambda: None, (), {})
+        with contextlib.suppress(StoreError):
+            self.store.release_claim(self.session_id, token)

@@ -103,6 +103,10 @@ class SessionRunner:
             else:
                 await self._serve_turns(turn)
         finally:
+            # The engine's event-agent link calls back into this runner: a reference
+            # cycle. Breaking it here frees the session by reference counting, so
+            # finished sessions never wait for (and lengthen) a full collection.
+            self.engine = None
             await self._stop_event_agent()
             await finish_even_if_cancelled(session.recorder.close())
 
