@@ -37,6 +37,7 @@ BENCHMARKS = {
     "scaling": "bench.bench_scaling",
     "chunk_parse": "bench.bench_chunk_parse",
     "store": "bench.bench_store",
+    "construction": "bench.bench_construction",
 }
 
 

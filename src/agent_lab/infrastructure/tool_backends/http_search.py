@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from agent_lab.application.builtin_tools import BuiltinToolError, SearchBackendName, SearchHit
+from agent_lab.application.builtin_backends import BuiltinToolError, SearchBackendName, SearchHit
 from agent_lab.domain.errors import ConfigError
 
 DEFAULT_TIMEOUT_SECONDS = 10.0

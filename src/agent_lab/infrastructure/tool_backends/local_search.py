@@ -15,7 +15,7 @@ import sqlite3
 from importlib.resources import files
 from pathlib import Path
 
-from agent_lab.application.builtin_tools import BuiltinToolError, SearchBackendName, SearchHit
+from agent_lab.application.builtin_backends import BuiltinToolError, SearchBackendName, SearchHit
 from agent_lab.domain.errors import ConfigError
 from agent_lab.infrastructure.tool_backends.sqlite_file import ToolDatabase
 
