@@ -22,11 +22,11 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from agent_lab.application.builtin_backends import BuiltinBackends, SearchBackend
-from agent_lab.infrastructure.tool_backends.http_search import HttpSearchBackend
 from agent_lab.infrastructure.tool_backends.local_search import (
     LocalSearchBackend,
     bundled_corpus_dir,
@@ -36,6 +36,9 @@ from agent_lab.infrastructure.tool_backends.stores import (
     SQLiteDeviceState,
     SQLiteNoteBook,
 )
+
+if TYPE_CHECKING:
+    from agent_lab.infrastructure.tool_backends.http_search import HttpSearchBackend
 
 __all__ = [
     "CORPUS_ENV",
@@ -137,8 +140,20 @@ def _shared(home: Path, search_url: str, corpus: str) -> BuiltinBackends:
 def _search_backend(home: Path, search_url: str | None, corpus_dir: Path | None) -> SearchBackend:
     url = search_url or os.environ.get(SEARCH_URL_ENV, "").strip()
     if url:
+        from agent_lab.infrastructure.tool_backends.http_search import HttpSearchBackend
+
         return HttpSearchBackend(url)
     if corpus_dir is None:
         configured = os.environ.get(CORPUS_ENV, "").strip()
         corpus_dir = Path(configured).expanduser() if configured else None
     return LocalSearchBackend(home, corpus_dir=corpus_dir)
+
+
+def __getattr__(name: str) -> Any:
+    # ``httpx`` is imported only when HTTP search is used: it costs more than
+    # everything else a runtime's first construction does.
+    if name == "HttpSearchBackend":
+        from agent_lab.infrastructure.tool_backends.http_search import HttpSearchBackend
+
+        return HttpSearchBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
