@@ -60,6 +60,8 @@ class _Workers:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pool = self._new_pool()
+        self._generation = 0
+        """Counts pool replacements; identifies the pool a call was submitted to."""
         self._pool_overdue = 0
         self._threads: Counter[str] = Counter()
         self._tasks: dict[str, set[asyncio.Task[Any]]] = {}
@@ -70,17 +72,18 @@ class _Workers:
 
     def submit(self, function: Callable[[], Any]) -> tuple[concurrent.futures.Future[Any], int]:
         with self._lock:
-            return self._pool.submit(function), id(self._pool)
+            return self._pool.submit(function), self._generation
 
     def thread_overdue(self, name: str, future: concurrent.futures.Future[Any], pool: int) -> None:
         """Account for a thread whose call timed out; released when the handler returns."""
         with self._lock:
             self._threads[name] += 1
-            if pool == id(self._pool):
+            if pool == self._generation:
                 self._pool_overdue += 1
                 if self._pool_overdue >= REPLACE_AFTER_OVERDUE:
                     retired, self._pool, self._pool_overdue = self._pool, self._new_pool(), 0
-                    retired.shutdown(wait=False)
+                    self._generation += 1
+                    retired.shutdown(wait=False)  # its threads end as their handlers return
                     log.warning("tool threads replaced: %d were overdue", REPLACE_AFTER_OVERDUE)
         future.add_done_callback(functools.partial(self._thread_done, name, pool))
 
@@ -89,7 +92,7 @@ class _Workers:
             self._threads[name] -= 1
             if self._threads[name] <= 0:
                 del self._threads[name]
-            if pool == id(self._pool) and self._pool_overdue > 0:
+            if pool == self._generation and self._pool_overdue > 0:
                 self._pool_overdue -= 1
 
     def task_abandoned(self, name: str, task: asyncio.Task[Any]) -> None:
