@@ -199,13 +199,13 @@ def sessions_table(sessions: Sequence[Mapping[str, Any]]) -> Table:
     table = Table(title="sessions", title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("id", no_wrap=True, min_width=32)
     table.add_column("title", no_wrap=True, overflow="ellipsis", ratio=1, min_width=12)
-    table.add_column("mode", no_wrap=True, min_width=10)
-    table.add_column("turns", justify="right", min_width=5)
+    table.add_column("mode", no_wrap=True, min_width=16)
+    table.add_column("turns", justify="right", no_wrap=True, min_width=5)
     table.add_column("updated", no_wrap=True, min_width=16)
     for session in sessions:
         table.add_row(
             str(session["id"]),
-            str(session.get("title") or ""),
+            Text(str(session.get("title") or "")),  # a title is text, never markup
             str(session.get("mode") or ""),
             str(session.get("turn_count", "")),
             str(session.get("updated_at") or "")[:16].replace("T", " "),
