@@ -4,15 +4,14 @@ The application layer never imports infrastructure. The composition root
 (``agent_lab.defaults``, run when the ``agent_lab`` package is imported) registers a
 factory with ``register_default_backends``; ``default_backends(home)`` asks it for the
 backends to use when a caller gave none. This module imports almost nothing, so
-registering stays cheap.
+registering stays cheap: ``import agent_lab`` loads this module and
+``agent_lab.defaults``, nothing else of the package.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
-
-from agent_lab.domain.errors import ConfigError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -48,6 +47,8 @@ def default_backends(home: Path | None = None) -> BuiltinBackends:
         ConfigError: no factory is registered.
     """
     if _factory is None:
+        from agent_lab.domain.errors import ConfigError
+
         raise ConfigError(
             "no default tool backends are registered; pass backends= or call "
             "agent_lab.application.builtin_defaults.register_default_backends()"
