@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from agent_lab.application._store_records import dumps
 from agent_lab.application.events import ResultPolicy
 from agent_lab.application.tool_workers import ToolOverloaded, ToolTimedOut, run_handler
 from agent_lab.domain.errors import UsageError
 from agent_lab.domain.events import EVENT_BLOCK_END, EVENT_BLOCK_START, ToolCallEvent
+from agent_lab.domain.json_values import json_text
 from agent_lab.domain.messages import ChatMessage, Role
 
 if TYPE_CHECKING:
@@ -268,7 +268,7 @@ def json_payload(payload: dict[str, Any]) -> ToolPayload:
     Raises:
         UsageError: a value JSON cannot hold (e.g. bytes, a tuple key, an arbitrary object).
     """
-    loaded: ToolPayload = json.loads(dumps(payload, "the tool result"))
+    loaded: ToolPayload = json.loads(json_text(payload, "the tool result"))
     return loaded
 
 
