@@ -1,7 +1,7 @@
 """Plain JSON text of the values tools and stores hand around.
 
 The conversions match what the SQLite session store writes
-(``agent_lab.infrastructure.sqlite.records``): pydantic models and dataclasses become
+(``agent_lab.infrastructure.sqlite.records`` uses these): pydantic models and dataclasses become
 objects, enums their values, sets, frozensets and tuples lists, dates and datetimes
 ISO-8601 text, paths strings. Anything else JSON cannot hold (bytes, tuple keys,
 arbitrary objects) is a ``UsageError``.
