@@ -12,7 +12,8 @@ Run by ``bench_sessions`` as ``python -m bench._session_load VARIANT SESSIONS SP
 Both run with the collector's default settings (no ``gc.freeze``). A fresh process per
 run keeps the heap, and so RSS and the collector's work, comparable. Reported: delays
 (ms), CPU % of a core, full collections and their pauses, RSS growth per session
-(peak RSS minus RSS at the start, over the sessions) and the largest event-loop lag (a 10 ms heartbeat timer of the benchmark's own).
+(peak RSS minus RSS at the start, over the sessions) and the largest event-loop lag
+(a 10 ms heartbeat timer of the benchmark's own).
 """
 
 from __future__ import annotations

@@ -28,9 +28,9 @@ from agent_lab.application._policies import Finish, NextStep, PolicyDecision, Ru
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application._transcript import chat_request_messages
-from agent_lab.application.loop_lag import monitor_for
 from agent_lab.application.contracts import MAX_EVENT_LOOPS
 from agent_lab.application.events import EventBatchExecutor
+from agent_lab.application.loop_lag import monitor_for
 from agent_lab.application.ports import ChatClient
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.tools import ToolRegistry

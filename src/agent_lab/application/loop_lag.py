@@ -95,15 +95,23 @@ class LoopLagMonitor:
         self._due = now + INTERVAL_SECONDS
         self._handle = self._loop.call_at(self._due, self._beat)
 
+    def _overdue(self) -> float:
+        """How late the pending beat already is (a stall still going on, seen from
+        inside it: the beat itself runs only once the loop is free again)."""
+        if self._handle is None:
+            return 0.0
+        return max(0.0, self._loop.time() - self._due)
+
     def stats(self) -> LoopLagStats:
-        return LoopLagStats(self._max_s * 1000, self._stalls, self._beats, self._last_s * 1000)
+        worst = max(self._max_s, self._overdue())
+        return LoopLagStats(worst * 1000, self._stalls, self._beats, self._last_s * 1000)
 
     def max_between(self, start: float, end: float) -> float:
         """The largest lag (ms) of the beats between two ``loop.time()`` readings,
         to the nearest ``BUCKET_SECONDS`` slot."""
         first, last = int(start / BUCKET_SECONDS), int(end / BUCKET_SECONDS)
         first = max(first, last - _SLOTS + 1)
-        worst = 0.0
+        worst = self._overdue()
         for slot in range(first, last + 1):
             index = slot % _SLOTS
             if self._slot_id[index] == slot and self._slot_lag[index] > worst:
