@@ -12,11 +12,12 @@ import weakref
 import pytest
 from runtime_helpers import read_until
 
+from agent_lab.application import _persistence
 from agent_lab.application.compact_queue import CompactQueue
 from agent_lab.application.contracts import AgentParams, DebugRunRequest
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolRegistry
-from agent_lab.testing import ScriptedChatClient, text
+from agent_lab.testing import InMemorySessionStore, ScriptedChatClient, text
 
 
 def _request() -> DebugRunRequest:
@@ -99,3 +100,37 @@ async def test_a_bounded_compact_queue_makes_put_wait_for_room() -> None:
     assert queue.get_nowait() == 1
     await asyncio.wait_for(putter, 1)
     assert queue.get_nowait() == 2 and queue.empty()
+
+
+class _CountingStore(InMemorySessionStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewals = 0
+
+    def renew_claim(self, session_id: str, token: str, *, lease_seconds: float = 30.0) -> None:
+        self.renewals += 1
+        super().renew_claim(session_id, token, lease_seconds=lease_seconds)
+
+
+@pytest.mark.asyncio
+async def test_an_idle_session_keeps_renewing_its_claim_until_it_closes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_persistence, "LEASE_SECONDS", 0.06)  # a renewal every 20 ms
+    store = _CountingStore()
+    runtime = DebugRuntime(ScriptedChatClient([]), registry=ToolRegistry(), session_store=store)
+    queues = runtime.start_session(_request().model_copy(update={"session_id": "s1"}))
+    await read_until(queues, {"session_started"})
+    async with asyncio.timeout(10):  # a guard against a hang, not a speed target
+        while store.renewals < 3:  # the session waits for input; its lease is renewed
+            await asyncio.sleep(0.01)
+    await queues.input.put(None)
+    await read_until(queues, {"done"})
+    await runtime.aclose()
+    after_close = store.renewals
+    await asyncio.sleep(0.1)
+
+    assert store.renewals == after_close
+    assert store.get_session("s1") is not None
+    claim = store.claim_session("s1", "another runtime")  # released at close: free now
+    assert claim

@@ -151,7 +151,9 @@ class SessionRecorder:
         self._audits: list[tuple[int | None, str, dict[str, Any]]] = []
         self._claim_token: str | None = None
         self._claim_wait = claim_wait_seconds
+        self._renewal: asyncio.TimerHandle | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        """A lease renewal being written, if any."""
 
     async def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         audits, self._audits = self._audits, []
@@ -200,19 +202,29 @@ class SessionRecorder:
             stored = await self._call(open_session)
         finally:
             if self._claim_token is not None:
-                self._heartbeat = asyncio.create_task(self._renew_forever())
+                self._schedule_renewal()
         return stored
 
-    async def _renew_forever(self) -> None:
-        while self._claim_token is not None:
-            await asyncio.sleep(LEASE_SECONDS / 3)
-            with contextlib.suppress(StoreError):
-                await asyncio.to_thread(
-                    self.store.renew_claim,
-                    self.session_id,
-                    self._claim_token,
-                    lease_seconds=LEASE_SECONDS,
-                )
+    def _schedule_renewal(self) -> None:
+        """Renew the lease every third of it: a timer, not a task per session; a task
+        exists only while a renewal is being written."""
+        loop = asyncio.get_running_loop()
+        self._renewal = loop.call_later(LEASE_SECONDS / 3, self._start_renewal)
+
+    def _start_renewal(self) -> None:
+        self._renewal = None
+        self._heartbeat = asyncio.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        token = self._claim_token
+        if token is None:
+            return
+        with contextlib.suppress(StoreError):
+            await asyncio.to_thread(
+                self.store.renew_claim, self.session_id, token, lease_seconds=LEASE_SECONDS
+            )
+        if self._claim_token is not None:
+            self._schedule_renewal()
 
     async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
         """The turn and its user message, in one transaction."""
@@ -286,6 +298,9 @@ class SessionRecorder:
 
     async def close(self) -> None:
         """Flush audits and give up the writer claim, in one trip to the worker thread."""
+        if self._renewal is not None:
+            self._renewal.cancel()
+            self._renewal = None
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
