@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 import tracemalloc
 import weakref
 
@@ -106,9 +107,12 @@ class _CountingStore(InMemorySessionStore):
     def __init__(self) -> None:
         super().__init__()
         self.renewals = 0
+        self.renewed_thrice = threading.Event()
 
     def renew_claim(self, session_id: str, token: str, *, lease_seconds: float = 30.0) -> None:
         self.renewals += 1
+        if self.renewals >= 3:
+            self.renewed_thrice.set()
         super().renew_claim(session_id, token, lease_seconds=lease_seconds)
 
 
@@ -121,9 +125,8 @@ async def test_an_idle_session_keeps_renewing_its_claim_until_it_closes(
     runtime = DebugRuntime(ScriptedChatClient([]), registry=ToolRegistry(), session_store=store)
     queues = runtime.start_session(_request().model_copy(update={"session_id": "s1"}))
     await read_until(queues, {"session_started"})
-    async with asyncio.timeout(10):  # a guard against a hang, not a speed target
-        while store.renewals < 3:  # the session waits for input; its lease is renewed
-            await asyncio.sleep(0.01)
+    # The session waits for input meanwhile; its lease is renewed (10 s: a hang guard).
+    assert await asyncio.to_thread(store.renewed_thrice.wait, 10)
     await queues.input.put(None)
     await read_until(queues, {"done"})
     await runtime.aclose()
