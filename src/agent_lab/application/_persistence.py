@@ -138,6 +138,10 @@ class NullRecorder:
         return None
 
 
+NULL_RECORDER = NullRecorder()
+"""Stateless, so every session without a store shares this one."""
+
+
 class SessionRecorder:
     """Writes one session's turns, transcript, journal, metrics and audits."""
 

@@ -64,6 +64,6 @@ class CompactQueue(asyncio.Queue[T]):
         return await super().get()
 
     async def put(self, item: T) -> None:
-        if self._putters is _NO_WAITERS and self.full():
+        if self._putters is _NO_WAITERS and self.maxsize > 0 and self.full():
             self._putters = deque()
         await super().put(item)
