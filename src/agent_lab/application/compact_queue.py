@@ -1,15 +1,14 @@
-"""``CompactQueue``: an ``asyncio.Queue`` that allocates its waiter bookkeeping lazily."""
+"""``CompactQueue``: an ``asyncio.Queue`` that allocates what it rarely needs only when needed."""
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 _NO_WAITERS: tuple[()] = ()
-"""Stands in for a waiter deque nobody has needed yet: empty, so nothing to wake."""
+"""Stands in for the putters of an unbounded queue: nobody ever waits to put."""
 
 
 class _Finished:
@@ -44,26 +43,19 @@ class _Finished:
 
 
 class CompactQueue(asyncio.Queue[T]):
-    """An ``asyncio.Queue`` that allocates its waiter bookkeeping on first need.
+    """An ``asyncio.Queue`` that allocates what an unbounded queue rarely needs only
+    when it is needed.
 
     A plain queue holds four deques from the start (items, getters, putters, and the
-    ``join()`` event's waiters), about 3 KiB; a session has four queues, most of them
-    never waited on in a way that needs more than the items deque. Same behaviour as
-    ``asyncio.Queue``; only the memory of what is never used is saved.
+    ``join()`` event's waiters), about 3 KiB. An unbounded queue never has putters, and
+    few callers ever ``join()``; this one keeps an empty stand-in for the putters (a real
+    deque when ``maxsize`` bounds it) and makes the ``join()`` event on first use. Same
+    behaviour as ``asyncio.Queue``, and the same methods (none of ``put``/``get`` is
+    wrapped, so a delta costs what it costs on a plain queue).
     """
 
     def __init__(self, maxsize: int = 0) -> None:
         super().__init__(maxsize)
-        self._getters: Any = _NO_WAITERS
-        self._putters: Any = _NO_WAITERS
+        if maxsize <= 0:
+            self._putters: Any = _NO_WAITERS
         self._finished: Any = _Finished()
-
-    async def get(self) -> T:
-        if self._getters is _NO_WAITERS and self.empty():
-            self._getters = deque()
-        return await super().get()
-
-    async def put(self, item: T) -> None:
-        if self._putters is _NO_WAITERS and self.maxsize > 0 and self.full():
-            self._putters = deque()
-        await super().put(item)

@@ -36,7 +36,7 @@ class RuntimeQueues:
     * ``events`` — ``EventAgentRequest`` batches for the event agent.
 
     The defaults are ``CompactQueue``s: ``asyncio.Queue``s that allocate their waiter
-    bookkeeping only when it is needed (about 1 KiB a queue instead of 3).
+    bookkeeping only when it is needed (about 1.7 KiB a queue instead of 3.2).
     """
 
     input: asyncio.Queue[InputItem | EventBatchDone] = field(default_factory=_input_queue)
