@@ -65,6 +65,8 @@ def merge(old_text: str, new_text: str) -> str:
     out = [*preamble]
     for name, lines in merged.items():
         out += [f"## {name}", *lines]
+        if out[-1] != "":
+            out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 
 
