@@ -176,7 +176,10 @@ class SessionRunner:
             return
         outcome = await self._run_turn(turn, user)
         ended = await self.auditor.emit(
-            "session_finished", _audit_details.session_finished(outcome.status)
+            "session_finished",
+            _audit_details.session_finished(
+                outcome.status, failure=outcome.failure, unfinished=turn.unfinished
+            ),
         )
         outcome = await self._close_turn(turn, outcome, ended)
         if outcome.failure is not None:
@@ -200,7 +203,13 @@ class SessionRunner:
             outcome = await self._run_turn(turn, user)
             ended = await self.auditor.emit(
                 "turn_completed",
-                _audit_details.turn_completed(turn.index, turn.round_index, outcome.status),
+                _audit_details.turn_completed(
+                    turn.index,
+                    turn.round_index,
+                    outcome.status,
+                    failure=outcome.failure,
+                    unfinished=turn.unfinished,
+                ),
             )
             outcome = await self._close_turn(turn, outcome, ended)
             await self._announce(turn, outcome)
