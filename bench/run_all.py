@@ -39,6 +39,7 @@ BENCHMARKS = {
     "store": "bench.bench_store",
     "first_call": "bench.bench_first_call",
     "transport": "bench.bench_transport",
+    "session_growth": "bench.bench_session_growth",
 }
 
 

@@ -190,8 +190,9 @@ def chat_agent_response(
     visible_ttft_ms: int | None,
     provider_ttft_ms: int | None,
     call: Details | None = None,
+    ignored_event_names: Sequence[str] = (),
 ) -> Details:
-    return {
+    details: Details = {
         "agent": "chat_agent",
         "turn_index": turn_index,
         "round_index": round_index,
@@ -207,6 +208,9 @@ def chat_agent_response(
         "provider_ttft_ms": provider_ttft_ms,
         "call": call,
     }
+    if ignored_event_names:
+        details["ignored_event_names"] = list(ignored_event_names)
+    return details
 
 
 def stream_started(round_index: int) -> Details:

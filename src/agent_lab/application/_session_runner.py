@@ -253,6 +253,7 @@ class SessionRunner:
                 status=outcome.status,
                 wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
                 round_count=turn.round_index,
+                failure=outcome.failure,
             )
         except PersistenceFailed as exc:
             if outcome.failure is None:

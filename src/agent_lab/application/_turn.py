@@ -235,6 +235,7 @@ class TurnEngine:
                 call=_audit_details.model_call(
                     call, chat_metric_key(turn.index, turn.round_index)
                 ),
+                ignored_event_names=streamed.ignored_event_names,
             ),
             now=answered_at,
         )

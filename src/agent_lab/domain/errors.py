@@ -37,7 +37,9 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-PersistenceFailure = Literal["locked", "disk_full", "read_only", "corrupt", "unknown"]
+PersistenceFailure = Literal[
+    "locked", "disk_full", "read_only", "corrupt", "taken_over", "file_replaced", "unknown"
+]
 ExitClass = Literal["usage", "run_failed", "interrupted"]
 
 _CALLER_HTTP_STATUSES = frozenset({401, 403, 404})
@@ -252,6 +254,8 @@ _REASON_WORDING: dict[PersistenceFailure, str] = {
     "disk_full": "the disk holding the session storage is full",
     "read_only": "the session storage is read-only",
     "corrupt": "the session storage file is malformed",
+    "taken_over": "the session was taken over by another runtime; this one lost its claim",
+    "file_replaced": "the session storage file was deleted or replaced while open",
     "unknown": "the session storage failed",
 }
 
