@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -144,9 +143,3 @@ def tool_results(outputs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for o in outputs
         if o["type"] == "tool_result"
     }
-
-
-async def wait_for(condition: Any, seconds: float = 10.0) -> None:
-    async with asyncio.timeout(seconds):
-        while not condition():
-            await asyncio.sleep(0.01)

@@ -46,7 +46,9 @@ async def test_resolved_arguments_and_their_resolution_are_recorded(
     # What was sent to the event agent still has no arguments; its answer has them.
     sent = _audit(outputs, "event_agent_request")
     assert all(event["arguments"] == {} for event in sent["events"])
-    resolutions = {r["event_name"]: r for r in _audit(outputs, "event_agent_response")["resolutions"]}
+    resolutions = {
+        r["event_name"]: r for r in _audit(outputs, "event_agent_response")["resolutions"]
+    }
     volume = resolutions["device.volume.adjust"]
     assert volume["arguments"] == {"mode": "absolute", "value": 30}
     assert volume["resolved_by"] == "resolver"
@@ -118,14 +120,20 @@ async def test_a_fallback_call_is_named_as_the_way_arguments_were_resolved(
         ScriptedResponse.sse(
             {"choices": [{"index": 0, "delta": {"tool_calls": [forced]}, "finish_reason": None}]},
             {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-            {"choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57}},
+            {
+                "choices": [],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57},
+            },
         ),
         answer("Kept: buy milk."),
     )
     ran: list[dict[str, Any]] = []
     database = tmp_path / "sessions.sqlite3"
     outputs, live, session_id = await run_once(
-        sse_server.base_url, database, request("dual_agent", ["notes_add"], "note: buy milk"), _notes(ran)
+        sse_server.base_url,
+        database,
+        request("dual_agent", ["notes_add"], "note: buy milk"),
+        _notes(ran),
     )
 
     assert outputs[-1] == {"type": "done"}

@@ -70,7 +70,12 @@ async def test_a_four_round_dual_turn_has_four_rounds_with_their_confirmations(
     assert [r.round_index for r in back.rounds] == [1, 2, 3, 4]
     assert back.round_count == 4
     assert [r.spoken for r in back.rounds] == [["Noted milk."]] * 3 + [[]]
-    assert [r.text.strip() for r in back.rounds] == ["Round 1.", "Round 2.", "Round 3.", "All done."]
+    assert [r.text.strip() for r in back.rounds] == [
+        "Round 1.",
+        "Round 2.",
+        "Round 3.",
+        "All done.",
+    ]
     assert [c.role for c in back.model_calls] == ["chat", "follow_up", "follow_up", "follow_up"]
     with SQLiteSessionStore(database) as store:
         assistant = [m for m in store.list_messages(session_id) if m["role"] == "assistant"]

@@ -232,9 +232,7 @@ class TurnEngine:
                 usage=call.usage,
                 visible_ttft_ms=streamed.ttft_ms,
                 provider_ttft_ms=call.ttft_ms,
-                call=_audit_details.model_call(
-                    call, chat_metric_key(turn.index, turn.round_index)
-                ),
+                call=_audit_details.model_call(call, chat_metric_key(turn.index, turn.round_index)),
                 ignored_event_names=streamed.ignored_event_names,
             ),
             now=answered_at,

@@ -274,7 +274,9 @@ class TurnRecordBuilder:
         reason, message = tool_failure_reason(tool.status, tool.result)
         tool.failure_reason = reason
         self._record.failures.append(
-            FailureRecord(seq=seq, reason=reason, message=message, where="tool", ref=tool.metric_key)
+            FailureRecord(
+                seq=seq, reason=reason, message=message, where="tool", ref=tool.metric_key
+            )
         )
 
     def _decision(self, seq: int, at: int | None, d: Details) -> None:
