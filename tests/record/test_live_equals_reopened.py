@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from record_support import (
     BUILTIN_TOOLS,
+    answer,
     assert_same_records,
     reopened,
     request,
@@ -188,3 +189,21 @@ async def test_a_turn_cancelled_mid_tools_closes_every_open_call(
     with SQLiteSessionStore(database) as store:
         [turn] = store.list_turns(session_id)
     assert (turn["status"], turn["failure_reason"]) == ("cancelled", "cancelled")
+
+
+@pytest.mark.asyncio
+async def test_a_turn_left_open_by_a_dead_runtime_reads_back_as_interrupted(
+    sse_server: SSETranscriptServer, tmp_path: Path
+) -> None:
+    database = tmp_path / "sessions.sqlite3"
+    sse_server.add(answer("Hello again."))
+    with SQLiteSessionStore(database) as store:
+        session_id = store.create_session("left open", {})
+        store.start_turn(session_id, 1, "are you there?")  # its runtime died here
+    run_request = request("dual_agent", [], "hello?", session_id=session_id)
+    await run_once(sse_server.base_url, database, run_request, ToolRegistry())
+
+    first, second = reopened(database, session_id)
+    assert (first.turn_index, first.status, first.user_message) == (1, "failed", "are you there?")
+    assert first.failure is not None and first.failure.reason == "interrupted"
+    assert (second.turn_index, second.status) == (2, "completed")

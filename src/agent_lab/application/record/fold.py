@@ -85,6 +85,11 @@ class TurnRecordBuilder:
         if handler is not None:
             handler(seq, at, details)
 
+    def know_user_message(self, text: str | None) -> None:
+        """The turn's user message from its stored row, when no request audit had it."""
+        if self._record.user_message is None:
+            self._record.user_message = text
+
     def close(self, status: str, reason: str | None, message: str | None) -> None:
         """Close a turn whose closing audit is missing (e.g. from its stored row)."""
         if not self.closed:
@@ -148,6 +153,7 @@ class TurnRecordBuilder:
         found = self._round(round_index, seq)
         found.text = d.get("content", "")
         found.event_ids = list(d.get("event_ids", []))
+        found.ignored_event_names = list(d.get("ignored_event_names", []))
 
     def _round_finished(self, seq: int, at: int | None, d: Details) -> None:
         found = self._round(d["round_index"], seq)

@@ -176,6 +176,8 @@ class RoundRecord(_Part):
     spoken: list[str] = Field(default_factory=list)
     """The runtime's own sentences after the batch: template confirmations, farewell."""
     event_ids: list[str] = Field(default_factory=list)
+    ignored_event_names: list[str] = Field(default_factory=list)
+    """dual_agent: names in event blocks that were not on offer (no event)."""
     batch_scope: str | None = None
     decision: dict[str, bool] | None = None
     visible_ttft_ms: int | None = None

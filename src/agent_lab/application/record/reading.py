@@ -16,6 +16,7 @@ from agent_lab.application.record.fold import TurnRecordBuilder, belongs_to_turn
 from agent_lab.application.record.model import TurnRecord
 
 _CLOSED_STATES = frozenset({"completed", "terminated", "failed", "cancelled"})
+INTERRUPTED_MESSAGE = "the runtime running this turn stopped before the turn ended"
 
 
 def session_records(
@@ -32,8 +33,10 @@ def session_records(
         session_id: The session the rows belong to.
         turns: Turn rows (``turn_index``, ``status``, ``failure_reason``,
             ``failure_message``): a turn whose closing audit never reached the store
-            (the process died) is closed with its row's status, and a turn with no
-            audit at all still gets a record.
+            is closed with its row's status, and a turn with no audit at all still
+            gets a record. A turn still open while a later turn exists was
+            interrupted (its process died): it is closed as ``failed`` with the
+            reason ``interrupted``.
         prices: Prices the calls; without one every cost is unknown.
     """
     builders: dict[int, TurnRecordBuilder] = {}
@@ -50,11 +53,14 @@ def session_records(
         if turn_index is not None and belongs_to_turn(event, details):
             builder(int(turn_index)).add(event, details)
     for turn in turns:
-        status = turn.get("status")
+        status, found = turn.get("status"), builder(int(turn["turn_index"]))
+        found.know_user_message(turn.get("user_message"))
         if status in _CLOSED_STATES:
-            builder(int(turn["turn_index"])).close(
-                status, turn.get("failure_reason"), turn.get("failure_message")
-            )
+            found.close(status, turn.get("failure_reason"), turn.get("failure_message"))
+    last = max(builders, default=0)
+    for index, found in builders.items():
+        if index < last and not found.closed:  # a later turn ran: this one never will end
+            found.close("failed", "interrupted", INTERRUPTED_MESSAGE)
     return [builders[index].build() for index in sorted(builders)]
 
 
