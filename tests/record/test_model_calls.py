@@ -13,7 +13,7 @@ import pytest
 from record_support import BUILTIN_TOOLS, answer, reopened, request, run_once
 
 from agent_lab.application.pricing import OverriddenPrices, Price
-from agent_lab.application.record import LiveRecords
+from agent_lab.application.record import LiveRecords, request_sent
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
@@ -42,10 +42,19 @@ async def test_calls_have_roles_requests_usage_and_cost(
     assert roles == [("chat", "chat"), ("generation", "argument_generation"), ("chat", "follow_up")]
     requests = [o["details"] for o in outputs if o.get("event") == "chat_agent_request"]
     chat_calls = [c for c in record.model_calls if c.metric_key.startswith("chat:")]
+    with SQLiteSessionStore(database) as store:
+        stored_audits = store.list_audit_logs(session_id)
     for call, sent in zip(chat_calls, requests, strict=True):
         assert call.request is not None
         assert record.entries[call.request.audit_seq - 1].event == "chat_agent_request"
         assert call.request.message_count == len(sent["messages"])
+        stored = request_sent(stored_audits, record.turn_index, call.request)
+        assert stored["messages"] == sent["messages"]
+    argument_call = record.model_calls[1]
+    assert argument_call.request is not None
+    forced = request_sent(stored_audits, record.turn_index, argument_call.request)
+    assert argument_call.request.message_count == len(forced["history"]) + 1
+    assert "system_prompt" in forced
     for call in record.model_calls:
         assert call.usage is not None
         expected = SIM_PRICE.cost(call.usage.prompt_tokens, call.usage.completion_tokens)

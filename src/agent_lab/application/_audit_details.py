@@ -315,7 +315,10 @@ def event_agent_request(
     events: Sequence[ToolCallEvent],
     tools: list[dict[str, Any]],
     history: Sequence[ChatMessage],
+    system_prompt: str = "",
 ) -> Details:
+    """What the event agent was sent; a forced argument call sends ``system_prompt`` as
+    a system message, then ``history``, with its event's tool from ``tools``."""
     return {
         "agent": "event_agent",
         "scope": scope,
@@ -324,6 +327,7 @@ def event_agent_request(
         "events": [event.model_dump() for event in events],
         "tools": tools,
         "history": [message.model_dump() for message in history],
+        "system_prompt": system_prompt,
     }
 
 

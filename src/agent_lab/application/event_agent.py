@@ -292,6 +292,7 @@ class EventAgent:
                 list(dict.fromkeys(event.name for event in request.events))
             ),
             history=request.history,
+            system_prompt=request.params.system_prompt,
         )
 
 

@@ -19,7 +19,12 @@ from agent_lab.application.record.model import (
     ToolExecutionRecord,
     TurnRecord,
 )
-from agent_lab.application.record.reading import LiveRecords, session_records
+from agent_lab.application.record.reading import (
+    LiveRecords,
+    request_sent,
+    session_records,
+    turn_audits,
+)
 
 __all__ = [
     "RECORD_VERSION",
@@ -36,5 +41,7 @@ __all__ = [
     "ToolExecutionRecord",
     "TurnRecord",
     "TurnRecordBuilder",
+    "request_sent",
     "session_records",
+    "turn_audits",
 ]

@@ -13,7 +13,7 @@ from typing import Any
 
 from agent_lab.application.pricing import PriceTable
 from agent_lab.application.record.fold import TurnRecordBuilder, belongs_to_turn
-from agent_lab.application.record.model import TurnRecord
+from agent_lab.application.record.model import RequestRef, TurnRecord
 
 _CLOSED_STATES = frozenset({"completed", "terminated", "failed", "cancelled"})
 INTERRUPTED_MESSAGE = "the runtime running this turn stopped before the turn ended"
@@ -62,6 +62,27 @@ def session_records(
         if index < last and not found.closed:  # a later turn ran: this one never will end
             found.close("failed", "interrupted", INTERRUPTED_MESSAGE)
     return [builders[index].build() for index in sorted(builders)]
+
+
+def turn_audits(audits: Iterable[Mapping[str, Any]], turn_index: int) -> list[Mapping[str, Any]]:
+    """The audit rows a turn's record was built from, in order: ``entries[i]`` of the
+    record is ``turn_audits(...)[i]``."""
+    return [
+        row
+        for row in audits
+        if row.get("turn_index") == turn_index and belongs_to_turn(row["event"], row["details"])
+    ]
+
+
+def request_sent(
+    audits: Iterable[Mapping[str, Any]], turn_index: int, ref: RequestRef
+) -> Mapping[str, Any]:
+    """The details of the request audit a model call refers to (the request as sent)."""
+    row = turn_audits(audits, turn_index)[ref.audit_seq - 1]
+    if row["event"] != ref.audit:
+        raise ValueError(f"audit {ref.audit_seq} of turn {turn_index} is not a {ref.audit}")
+    details: Mapping[str, Any] = row["details"]
+    return details
 
 
 class LiveRecords:
