@@ -15,6 +15,7 @@ from agent_lab.application._metrics import ModelCall
 from agent_lab.application.contracts import AgentParams, ToolInvocationMode
 from agent_lab.application.events import EventBatchResult, EventResult
 from agent_lab.domain.errors import AgentLabError
+from agent_lab.domain.json_values import json_default
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, TokenUsage
 
@@ -112,8 +113,17 @@ def tool_result_value(content: str) -> Details:
 
 
 def json_value(value: Any) -> Any:
-    """``value`` as JSON reads it back (tuples become lists, and so on)."""
-    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+    """``value`` as JSON reads it back, converted as the store converts it (tuples
+    become lists, dates ISO text, …); anything else as its ``str``: an audit never
+    fails for a value it cannot hold."""
+    return json.loads(json.dumps(value, ensure_ascii=False, default=_json_or_text))
+
+
+def _json_or_text(value: object) -> object:
+    try:
+        return json_default(value)
+    except TypeError:
+        return str(value)
 
 
 def model_call(call: ModelCall, metric_key: str) -> Details:
