@@ -15,8 +15,8 @@ from agent_lab.application._metrics import ModelCall
 from agent_lab.application.contracts import AgentParams, ToolInvocationMode
 from agent_lab.application.events import EventBatchResult, EventResult
 from agent_lab.domain.errors import AgentLabError
-from agent_lab.domain.json_values import json_default
 from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.json_values import json_default
 from agent_lab.domain.messages import ChatMessage, TokenUsage
 
 Details = dict[str, Any]
