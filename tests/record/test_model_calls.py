@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from record_support import BUILTIN_TOOLS, answer, reopened, request, run_once
+from record_support import (
+    BUILTIN_TOOLS,
+    answer,
+    assert_same_records,
+    reopened,
+    request,
+    run_once,
+)
 
 from agent_lab.application.pricing import OverriddenPrices, Price
 from agent_lab.application.record import LiveRecords, request_sent
@@ -130,6 +137,7 @@ async def test_client_warm_up_is_recorded_apart_and_never_counted_as_ttft(
             session_id = store.list_sessions()[0]["id"]
             calls = {c["metric_key"]: c for c in store.usage_summary(session_id)["calls"]}
 
+    assert_same_records(live.records(), reopened(database, session_id))
     first, second = (record.model_calls[0] for record in live.records())
     assert first.cold is True
     assert first.cold_reasons == ["client_warm_up", "first_call_of_client"]
