@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 import weakref
@@ -95,10 +96,13 @@ class ClientCalls:
             if client in self._seen:
                 return False
             self._seen.add(client)
-        except TypeError:  # not weakly referenceable: remember it by id
-            if id(client) in self._seen_ids:
+        except TypeError:  # unhashable (e.g. a dataclass): remember it by id until it dies
+            key = id(client)
+            if key in self._seen_ids:
                 return False
-            self._seen_ids.add(id(client))
+            self._seen_ids.add(key)
+            with contextlib.suppress(TypeError):  # no weak references: the id stays taken
+                weakref.finalize(client, self._seen_ids.discard, key)
         return True
 
 
