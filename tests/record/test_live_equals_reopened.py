@@ -6,6 +6,7 @@ the user was shown."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +208,22 @@ async def test_a_turn_left_open_by_a_dead_runtime_reads_back_as_interrupted(
     assert (first.turn_index, first.status, first.user_message) == (1, "failed", "are you there?")
     assert first.failure is not None and first.failure.reason == "interrupted"
     assert (second.turn_index, second.status) == (2, "completed")
+
+
+@pytest.mark.asyncio
+async def test_a_failure_message_is_stored_without_an_echoed_credential(
+    sse_server: SSETranscriptServer, tmp_path: Path
+) -> None:
+    encoded = base64.b64encode(b"sk-live-SECRET-7c2e9a41d0").decode()
+    sse_server.add(ScriptedResponse.error(401, {"error": {"message": f"bad key {encoded}"}}))
+    database = tmp_path / "sessions.sqlite3"
+    outputs, live, session_id = await run_once(
+        sse_server.base_url, database, request("dual_agent", []), ToolRegistry()
+    )
+
+    assert outputs[-1]["failure_reason"] == "provider_error:http_401"
+    [record] = live.records()
+    assert record.failure is not None and "bad key ***" in record.failure.message
+    assert_same_records([record], reopened(database, session_id))
+    for file in tmp_path.glob("sessions.sqlite3*"):  # the database and any WAL file
+        assert encoded.encode() not in file.read_bytes()

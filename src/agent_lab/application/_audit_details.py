@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,10 +78,29 @@ def turn_closing(failure: AgentLabError | None, unfinished: Sequence[ChatMessage
     details: Details = {}
     if failure is not None:
         details["failure_reason"] = failure.failure_reason
-        details["failure_message"] = str(failure)
+        details["failure_message"] = kept_failure_message(failure)
     if unfinished:
         details["unfinished_results"] = [_shown_result(message) for message in unfinished]
     return details
+
+
+_OPAQUE_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9+/=_-])(?=[^A-Z\s]*[A-Z])(?=[^a-z\s]*[a-z])(?=[^0-9\s]*[0-9])"
+    r"[A-Za-z0-9+/=_-]{20,}"
+)
+"""A run of 20 or more characters of the base64 alphabet mixing upper case, lower case
+and digits: what an encoded credential looks like (paths and hex ids do not)."""
+
+
+def kept_failure_message(failure: AgentLabError) -> str:
+    """The failure's message as it is kept (audited and stored with the turn).
+
+    The client masks a key it knows in every plain form, but a provider may echo it in
+    another encoding (base64, hex): opaque tokens of 20 characters or more are kept as
+    ``***``, so no credential reaches the store. What the user is shown live is
+    unchanged.
+    """
+    return _OPAQUE_TOKEN.sub("***", str(failure))
 
 
 def _shown_result(message: ChatMessage) -> Details:

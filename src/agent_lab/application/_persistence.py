@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from agent_lab.application._audit_details import kept_failure_message
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric, CallStatus, SessionStore
 from agent_lab.domain.errors import AgentLabError, PersistenceFailed, StoreError, StoreFormatError
@@ -271,7 +272,7 @@ class SessionRecorder:
                 wall_time_ms=wall_time_ms,
                 round_count=round_count,
                 failure_reason=failure.failure_reason if failure is not None else None,
-                failure_message=str(failure) if failure is not None else None,
+                failure_message=kept_failure_message(failure) if failure is not None else None,
             )
 
         await self._call(write)
