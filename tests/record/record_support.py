@@ -143,3 +143,9 @@ def tool_results(outputs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for o in outputs
         if o["type"] == "tool_result"
     }
+
+
+def stored_anywhere(database: Path, text: str) -> bool:
+    """Whether ``text`` is in the database file or any file beside it (WAL, journal)."""
+    needle = text.encode()
+    return any(needle in file.read_bytes() for file in database.parent.glob(database.name + "*"))

@@ -8,9 +8,14 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from record_support import BUILTIN_TOOLS, request, run_once
+from record_support import BUILTIN_TOOLS, answer, request, run_once
 
-from agent_lab.application.export import EXPORT_VERSION, SessionExport, export_session
+from agent_lab.application.export import (
+    EXPORT_VERSION,
+    SessionExport,
+    export_session,
+    read_turn_record,
+)
 from agent_lab.application.pricing import OverriddenPrices, Price
 from agent_lab.application.record import RECORD_VERSION
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
@@ -86,3 +91,30 @@ async def test_a_failed_turn_is_exported_with_its_reason(
     [record] = document["records"]
     assert record["failure"]["reason"] == "provider_error:http_503"
     assert document["cost"]["total_usd"] is None
+
+
+@pytest.mark.asyncio
+async def test_one_turn_is_read_back_alone_as_it_was_recorded(
+    sse_server: SSETranscriptServer, tmp_path: Path
+) -> None:
+    database = tmp_path / "sessions.sqlite3"
+    sse_server.add(answer("First."), answer("Second."))
+    _, live_one, session_id = await run_once(
+        sse_server.base_url, database, request("dual_agent", [], "one"), ToolRegistry()
+    )
+    _, live_two, _ = await run_once(
+        sse_server.base_url,
+        database,
+        request("dual_agent", [], "two", session_id=session_id),
+        ToolRegistry(),
+    )
+
+    with SQLiteSessionStore(database) as store:
+        first = read_turn_record(store, session_id, 1)
+        second = read_turn_record(store, session_id, 2)
+        missing = read_turn_record(store, session_id, 3)
+        only_two = store.list_audit_logs(session_id, turn_index=2)
+    assert first == live_one.record(1)
+    assert second == live_two.record(2)
+    assert missing is None
+    assert {row["turn_index"] for row in only_two} == {2}

@@ -117,6 +117,17 @@ def export_session(
     )
 
 
+def read_turn_record(
+    store: SessionStore, session_id: str, turn_index: int, *, prices: PriceTable | None = None
+) -> TurnRecord | None:
+    """One turn's record through the store port, reading that turn's audits only;
+    ``None`` when the session has no such turn."""
+    turns = [row for row in store.list_turns(session_id) if row["turn_index"] == turn_index]
+    audits = store.list_audit_logs(session_id, turn_index=turn_index)
+    records = session_records(audits, session_id=session_id, turns=turns, prices=prices)
+    return records[0] if records else None
+
+
 def session_cost(records: Sequence[TurnRecord]) -> CostSummary:
     """The turns' costs added up, in total and by role; unknown parts stay unknown."""
     known = sum((r.cost.known_usd for r in records), Decimal(0))
