@@ -19,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from agent_lab.application._audit_details import kept_failure_message
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric, CallStatus, SessionStore
-from agent_lab.domain.errors import PersistenceFailed, StoreError, StoreFormatError
+from agent_lab.domain.errors import AgentLabError, PersistenceFailed, StoreError, StoreFormatError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
@@ -77,6 +78,7 @@ class Recorder(Protocol):
         status: str,
         wall_time_ms: int,
         round_count: int,
+        failure: AgentLabError | None = None,
     ) -> None: ...
 
     async def close(self) -> None: ...
@@ -131,6 +133,7 @@ class NullRecorder:
         status: str,
         wall_time_ms: int,
         round_count: int,
+        failure: AgentLabError | None = None,
     ) -> None:
         return None
 
@@ -278,8 +281,10 @@ class SessionRecorder:
         status: str,
         wall_time_ms: int,
         round_count: int,
+        failure: AgentLabError | None = None,
     ) -> None:
-        """Write the turn's metrics and close it, in one trip to the store."""
+        """Write the turn's metrics and close it, in one trip to the store; a failed or
+        cancelled turn keeps its ``failure`` (reason and message) with it."""
 
         def write() -> None:
             if metrics:
@@ -290,6 +295,8 @@ class SessionRecorder:
                 status=status,
                 wall_time_ms=wall_time_ms,
                 round_count=round_count,
+                failure_reason=failure.failure_reason if failure is not None else None,
+                failure_message=kept_failure_message(failure) if failure is not None else None,
             )
 
         await self._call(write)

@@ -180,7 +180,10 @@ class SessionRunner:
             return
         outcome = await self._run_turn(turn, user)
         ended = await self.auditor.emit(
-            "session_finished", _audit_details.session_finished(outcome.status)
+            "session_finished",
+            _audit_details.session_finished(
+                outcome.status, failure=outcome.failure, unfinished=turn.unfinished
+            ),
         )
         outcome = await self._close_turn(turn, outcome, ended)
         if outcome.failure is not None:
@@ -204,7 +207,13 @@ class SessionRunner:
             outcome = await self._run_turn(turn, user)
             ended = await self.auditor.emit(
                 "turn_completed",
-                _audit_details.turn_completed(turn.index, turn.round_index, outcome.status),
+                _audit_details.turn_completed(
+                    turn.index,
+                    turn.round_index,
+                    outcome.status,
+                    failure=outcome.failure,
+                    unfinished=turn.unfinished,
+                ),
             )
             outcome = await self._close_turn(turn, outcome, ended)
             await self._announce(turn, outcome)
@@ -248,6 +257,7 @@ class SessionRunner:
                 status=outcome.status,
                 wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
                 round_count=turn.round_index,
+                failure=outcome.failure,
             )
         except PersistenceFailed as exc:
             if outcome.failure is None:
