@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from agent_lab.application._recovery import Recovery, recovery_from_batches
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric, CallStatus, SessionStore
 from agent_lab.domain.errors import PersistenceFailed, StoreError, StoreFormatError
@@ -37,6 +38,8 @@ class StoredSession:
     session_id: str
     records: list[dict[str, Any]]
     next_turn_index: int
+    recovery: Recovery = Recovery()
+    """Interrupted batches whose effects the model has not been told about yet."""
 
 
 def request_snapshot(request: DebugRunRequest) -> dict[str, Any]:
@@ -60,6 +63,10 @@ class Recorder(Protocol):
 
     async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str: ...
 
+    async def mark_dispatched(
+        self, batch_id: str, event_id: str, arguments: dict[str, Any]
+    ) -> None: ...
+
     async def record_result(
         self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
     ) -> None: ...
@@ -67,6 +74,10 @@ class Recorder(Protocol):
     async def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None: ...
 
     async def abandon_batch(self, batch_id: str) -> None: ...
+
+    async def unreported(self) -> Recovery:
+        """Interrupted batches the model has not been told about (none without a store)."""
+        ...
 
     async def finish_turn(
         self,
@@ -76,7 +87,10 @@ class Recorder(Protocol):
         status: str,
         wall_time_ms: int,
         round_count: int,
-    ) -> None: ...
+        recovered: tuple[str, ...] = (),
+    ) -> None:
+        """Close the turn; ``recovered`` batches were reported to the model in it."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -111,6 +125,11 @@ class NullRecorder:
     async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str:
         return batch.scope
 
+    async def mark_dispatched(
+        self, batch_id: str, event_id: str, arguments: dict[str, Any]
+    ) -> None:
+        return None
+
     async def record_result(
         self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
     ) -> None:
@@ -122,6 +141,9 @@ class NullRecorder:
     async def abandon_batch(self, batch_id: str) -> None:
         return None
 
+    async def unreported(self) -> Recovery:
+        return Recovery()
+
     async def finish_turn(
         self,
         turn_index: int,
@@ -130,6 +152,7 @@ class NullRecorder:
         status: str,
         wall_time_ms: int,
         round_count: int,
+        recovered: tuple[str, ...] = (),
     ) -> None:
         return None
 
@@ -193,7 +216,7 @@ class SessionRecorder:
         self._heartbeat = asyncio.create_task(self._renew_forever())
         records = await self._call(self.store.list_messages, self.session_id)
         next_turn = await self._call(self.store.next_turn_index, self.session_id)
-        return StoredSession(self.session_id, records, next_turn)
+        return StoredSession(self.session_id, records, next_turn, await self.unreported())
 
     async def _renew_forever(self) -> None:
         while self._claim_token is not None:
@@ -233,6 +256,12 @@ class SessionRecorder:
             visible=batch.visible,
         )
 
+    async def mark_dispatched(
+        self, batch_id: str, event_id: str, arguments: dict[str, Any]
+    ) -> None:
+        """Durable right before the call's handler runs (the ledger's dispatched step)."""
+        await self._call(self.store.mark_dispatched, batch_id, event_id, arguments)
+
     async def record_result(
         self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
     ) -> None:
@@ -246,6 +275,10 @@ class SessionRecorder:
         with contextlib.suppress(StoreError):
             await self._call(self.store.abandon_batch, batch_id, "cancelled")
 
+    async def unreported(self) -> Recovery:
+        batches = await self._call(self.store.list_unreported_batches, self.session_id)
+        return recovery_from_batches(batches)
+
     async def finish_turn(
         self,
         turn_index: int,
@@ -254,10 +287,13 @@ class SessionRecorder:
         status: str,
         wall_time_ms: int,
         round_count: int,
+        recovered: tuple[str, ...] = (),
     ) -> None:
         """Write the turn's metrics and close it, in one trip to the store."""
 
         def write() -> None:
+            if recovered:
+                self.store.mark_reported(list(recovered), turn_index)
             if metrics:
                 self.store.append_usages(self.session_id, metrics)
             self.store.complete_turn(

@@ -156,6 +156,7 @@ class SessionRunner:
             recorder=recorder,
             one_shot=self.one_shot,
             repairs=restored.repairs,
+            recovery=stored.recovery,
         )
 
     def _started_details(self, session: SessionState) -> dict[str, Any]:
@@ -167,6 +168,8 @@ class SessionRunner:
         )
         if session.repairs:
             details["repaired_rows"] = [repair.audit_entry() for repair in session.repairs]
+        if session.recovery:
+            details["recovered_calls"] = session.recovery.audit_entries()
         return details
 
     async def _run_one_shot(self, turn: TurnState) -> None:
@@ -244,6 +247,7 @@ class SessionRunner:
                 status=outcome.status,
                 wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
                 round_count=turn.round_index,
+                recovered=turn.recovered,
             )
         except PersistenceFailed as exc:
             if outcome.failure is None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_lab.application._persistence import Recorder
+from agent_lab.application._recovery import Recovery
 from agent_lab.application._restore import RowRepair
 from agent_lab.application._transcript import History, RequestPrefix
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
@@ -33,6 +34,10 @@ class SessionState:
     terminated: bool = False
     repairs: list[RowRepair] = field(default_factory=list)
     """Stored rows the restore had to repair (audited in ``session_started``)."""
+    recovery: Recovery = field(default_factory=Recovery)
+    """Effects of interrupted batches, for the model with the next turn (DESIGN.md §9.4)."""
+    lost_batch: bool = False
+    """A batch of this session was abandoned: read the journal before the next turn."""
 
     def __post_init__(self) -> None:
         self.prefix = RequestPrefix(self.request)
@@ -51,6 +56,8 @@ class TurnState:
     metrics: list[CallMetric] = field(default_factory=list)
     open_batch: str | None = None
     """Journal id of a batch begun but not yet committed."""
+    recovered: tuple[str, ...] = ()
+    """Journal ids of interrupted batches this turn reported to the model."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from agent_lab.application._chat_round import ChatRoundRequest, StreamedRound, s
 from agent_lab.application._metrics import argument_metric, chat_metric, tool_metrics
 from agent_lab.application._modes import ToolMode, mode_for
 from agent_lab.application._policies import Finish, NextStep, PolicyDecision, RunAgain, Terminate
+from agent_lab.application._recovery import Recovery
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application._transcript import chat_request_messages
@@ -134,16 +135,33 @@ class TurnEngine:
             raise TurnLimitExceeded("rounds", f"limit of {cap} rounds")
 
     async def _open_turn(self, turn: TurnState, user: ChatMessage) -> None:
-        if not self.session.one_shot:
-            await self.auditor.emit("turn_started", _audit_details.turn_started(turn.index))
+        session = self.session
+        lost = session.lost_batch
+        if lost:  # a batch of an earlier turn was abandoned: read what became of it
+            session.lost_batch = False
+            session.recovery = await session.recorder.unreported()
+        if not session.one_shot:
+            details = _audit_details.turn_started(turn.index)
+            if lost and session.recovery:
+                details["recovered_calls"] = session.recovery.audit_entries()
+            await self.auditor.emit("turn_started", details)
             await self.deps.queues.output.put(_outputs.turn_started(turn.index))
-        await self.session.recorder.start_turn(turn.index, user)
-        self.session.history.append(user)
+        await session.recorder.start_turn(turn.index, user)
+        session.history.append(user)
+        self._deliver_recovery(turn)
+
+    def _deliver_recovery(self, turn: TurnState) -> None:
+        """Interrupted batches' effects follow the user message, once (DESIGN.md §9.4)."""
+        recovery, self.session.recovery = self.session.recovery, Recovery()
+        if recovery:
+            self.session.history.append(self.mode.recovery_note(recovery))
+            turn.recovered = recovery.batch_ids
 
     async def _abandon_open_batch(self, turn: TurnState) -> None:
         batch_id, turn.open_batch = turn.open_batch, None
         if batch_id is not None:
             await finish_even_if_cancelled(self.session.recorder.abandon_batch(batch_id))
+            self.session.lost_batch = True
 
     async def _run_round(self, turn: TurnState) -> NextStep:
         turn.round_index += 1
