@@ -37,7 +37,14 @@ from typing import Any
 
 import pytest
 from effect_child import session_request
-from effect_tools import EFFECT_TOOLS, PROMPT, Effect, effect_registry, prepare_effects, read_effects
+from effect_tools import (
+    EFFECT_TOOLS,
+    PROMPT,
+    Effect,
+    effect_registry,
+    prepare_effects,
+    read_effects,
+)
 
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient

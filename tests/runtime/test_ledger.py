@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -95,7 +94,9 @@ def _blocking_registry(started: asyncio.Event) -> ToolRegistry:
         await asyncio.Event().wait()  # cut off mid-effect
         return {}
 
-    return ToolRegistry([ToolDefinition("effect", "Acts.", SCHEMA, effect, argument_resolver=_resolver)])
+    return ToolRegistry(
+        [ToolDefinition("effect", "Acts.", SCHEMA, effect, argument_resolver=_resolver)]
+    )
 
 
 def _note(mode: str, messages: list[ChatMessage]) -> list[ChatMessage]:
@@ -189,13 +190,16 @@ async def test_after_a_crash_the_recorded_effects_go_back_to_the_model_once(
     tmp_path: Path, mode: str
 ) -> None:
     db = tmp_path / "lab.sqlite3"
-    crashed = subprocess.run(
-        [sys.executable, "-c", CRASHING_WRITER, str(db), mode], capture_output=True, check=False
+    crashed = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CRASHING_WRITER, str(db), mode, stderr=asyncio.subprocess.PIPE
     )
-    assert crashed.returncode == -9, crashed.stderr
+    _, stderr = await crashed.communicate()
+    assert crashed.returncode == -9, stderr
     store = SQLiteSessionStore(db)
     client = ScriptedChatClient([text("a is done; b may be; c never ran"), text("fine")])
-    runtime = DebugRuntime(client, registry=_blocking_registry(asyncio.Event()), session_store=store)
+    runtime = DebugRuntime(
+        client, registry=_blocking_registry(asyncio.Event()), session_store=store
+    )
     queues = runtime.start_session(_request(mode, "s1", "what happened?"))
     outputs = await read_until(queues, {"turn_completed", "error"})
     await queues.input.put("and now?")
@@ -225,7 +229,9 @@ async def test_after_a_crash_the_recorded_effects_go_back_to_the_model_once(
 
     reopened = SQLiteSessionStore(db)
     later = ScriptedChatClient([text("hello again")])
-    again = DebugRuntime(later, registry=_blocking_registry(asyncio.Event()), session_store=reopened)
+    again = DebugRuntime(
+        later, registry=_blocking_registry(asyncio.Event()), session_store=reopened
+    )
     outputs = [o async for o in again.run(_request(mode, "s1", "hi"))]
     assert outputs[-1] == {"type": "done"}
     assert "recovered_calls" not in audits(outputs, "session_started")[0]["details"]

@@ -19,8 +19,8 @@ from agent_lab.application.events import (
     EventStatus,
     idempotency_key,
 )
-from agent_lab.application.tools import ToolDefinition, ToolExecutionContext, ToolRegistry
 from agent_lab.application.runtime import DebugRuntime
+from agent_lab.application.tools import ToolDefinition, ToolExecutionContext, ToolRegistry
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
 

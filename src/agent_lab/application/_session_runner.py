@@ -239,7 +239,13 @@ class SessionRunner:
 
     async def _close_turn(self, turn: TurnState, outcome: TurnOutcome, ended: float) -> TurnOutcome:
         assert self.engine is not None
-        recorder = self.engine.session.recorder
+        session = self.engine.session
+        recorder = session.recorder
+        # The note went out with the turn's first chat request; a turn that ended before
+        # it leaves the batches unreported, and the next turn reads them again.
+        recovered = turn.recovered if turn.round_index else ()
+        if turn.recovered and not recovered:
+            session.lost_batch = True
         try:
             await recorder.finish_turn(
                 turn.index,
@@ -247,7 +253,7 @@ class SessionRunner:
                 status=outcome.status,
                 wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
                 round_count=turn.round_index,
-                recovered=turn.recovered,
+                recovered=recovered,
             )
         except PersistenceFailed as exc:
             if outcome.failure is None:

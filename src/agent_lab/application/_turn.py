@@ -146,7 +146,9 @@ class TurnEngine:
                 details["recovered_calls"] = session.recovery.audit_entries()
             await self.auditor.emit("turn_started", details)
             await self.deps.queues.output.put(_outputs.turn_started(turn.index))
-        await session.recorder.start_turn(turn.index, user)
+        # Once turn_started is out, the turn must be on record even if it is cancelled
+        # right away: the write finishes, and the cancellation then closes the turn.
+        await finish_even_if_cancelled(session.recorder.start_turn(turn.index, user))
         session.history.append(user)
         self._deliver_recovery(turn)
 
@@ -240,6 +242,7 @@ class TurnEngine:
                 usage=call.usage,
                 visible_ttft_ms=streamed.ttft_ms,
                 provider_ttft_ms=call.ttft_ms,
+                ignored_event_names=streamed.ignored_event_names,
             ),
         )
         call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)

@@ -1,8 +1,8 @@
-"""Rules and record shapes every ``SessionStore`` adapter shares.
+"""Rules and record shapes of the session store: pure functions, no I/O.
 
 Ids, titles, JSON encoding of stored values, rendering of journal rows, and the
-``usage_summary`` arithmetic live here once, so the SQLite store and the in-memory store
-cannot drift apart. Pure functions, no I/O.
+``usage_summary`` arithmetic. The in-memory store is the SQLite store on ``:memory:``,
+so both share them by construction.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from agent_lab.application._transcript import fold_title
 from agent_lab.domain.errors import SessionBusy, UsageError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
@@ -29,8 +28,9 @@ TITLE_LIMIT: Final = 80
 MODEL_CALL_KINDS: Final = ("chat", "argument_fallback", "argument_generation")
 TOKEN_FIELDS: Final = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens")
 
-TurnFacts = tuple[Any, Any, Any, Any]
-"""A turn's ``(status, wall_time_ms, round_count, user_message)``."""
+TurnFacts = tuple[Any, Any, Any, Any, Any, Any]
+"""A turn's ``(status, wall_time_ms, round_count, user_message, failure_reason,
+failure_message)``."""
 
 
 def now_iso() -> str:
@@ -48,7 +48,8 @@ def checked_id(session_id: str) -> str:
 
 
 def session_title(title: str) -> str:
-    return fold_title(title, TITLE_LIMIT)
+    """The first message with whitespace folded, cut to 80 characters (DESIGN.md §8)."""
+    return " ".join(title.split())[:TITLE_LIMIT]
 
 
 def claim_with_wait(
@@ -148,7 +149,8 @@ def summarize(calls: list[dict[str, Any]], turns: Mapping[int, TurnFacts]) -> di
     indexes = sorted(set(turns) | {call["turn_index"] for call in calls})
     rows = []
     for index in indexes:
-        status, wall_time_ms, round_count, user_message = turns.get(index, (None, None, None, None))
+        facts = turns.get(index, (None,) * 6)
+        status, wall_time_ms, round_count, user_message, reason, message = facts
         rows.append(
             {
                 "turn_index": index,
@@ -157,6 +159,8 @@ def summarize(calls: list[dict[str, Any]], turns: Mapping[int, TurnFacts]) -> di
                 "round_count": round_count,
                 **tally(call for call in calls if call["turn_index"] == index),
                 "user_message": user_message,
+                "failure_reason": reason,
+                "failure_message": message,
             }
         )
     session = {
