@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from effect_child import session_request
+from effect_child import child_output, session_request
 from effect_tools import (
     EFFECT_TOOLS,
     PROMPT,
@@ -70,34 +70,65 @@ class Campaign:
         self.home = root / "home"
         self.effects = root / "effects.sqlite3"
         self.base_url = base_url
-        self.totals: Counter[str] = Counter()
+        self.totals: Counter[str] = Counter(
+            dict.fromkeys(("repeated", "unknown_repeated", "wrongly_cancelled"), 0)
+        )
         prepare_effects(self.effects)
 
-    def run_and_kill(self, seed: int, rng: random.Random) -> set[str]:
-        """Start a child, kill it at a random moment; the sessions it completed."""
-        args = [self.db, self.home, self.effects, self.base_url, seed]
-        child = subprocess.Popen(
-            [sys.executable, str(CHILD), *map(str, args)],
+    def start(self) -> None:
+        """The zygote that forks one child per kill (see effect_child)."""
+        self.zygote = subprocess.Popen(
+            [sys.executable, str(CHILD), *map(str, (self.db, self.home, self.effects))]
+            + [self.base_url],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
             text=True,
             cwd=CHILD.parent,
         )
-        assert child.stdout is not None
-        ready = child.stdout.readline()
-        assert '"ready"' in ready, child.stderr.read() if child.stderr else ready
+        assert self._read_zygote() == {"zygote": True}
+
+    def stop(self) -> None:
+        assert self.zygote.stdin is not None
+        self.zygote.stdin.close()
+        assert self.zygote.wait(timeout=30) == 0
+
+    def _read_zygote(self) -> dict[str, Any]:
+        assert self.zygote.stdout is not None
+        line = self.zygote.stdout.readline()
+        assert line, "the zygote died"
+        record: dict[str, Any] = json.loads(line)
+        return record
+
+    def run_and_kill(self, seed: int, rng: random.Random) -> set[str]:
+        """Fork a child, kill it at a random moment; the sessions it completed."""
+        assert self.zygote.stdin is not None
+        self.zygote.stdin.write(f"{seed}\n")
+        self.zygote.stdin.flush()
+        pid = self._read_zygote()["pid"]
+        output = child_output(self.db, seed)
+        while not output.exists() or not output.read_text():
+            time.sleep(0.005)  # the child opens its store and says it is ready
         time.sleep(rng.uniform(0.0, 0.5))
-        os.kill(child.pid, signal.SIGKILL)
-        out, err = child.communicate(timeout=30)
-        assert child.returncode == -signal.SIGKILL, err
-        lines = [json.loads(line) for line in out.splitlines()[1:] if line.strip()]
+        os.kill(pid, signal.SIGKILL)
+        exited = self._read_zygote()
+        assert exited["exited"] == pid and os.WIFSIGNALED(exited["status"]), exited
+        assert os.WTERMSIG(exited["status"]) == signal.SIGKILL, exited
+        lines = [json.loads(line) for line in output.read_text().splitlines()[1:]]
         return {line["session"] for line in lines}
 
-    def interrupted_session(self, seed: int, completed: set[str]) -> dict[str, Any] | None:
+    def interrupted_session(self, seed: int) -> tuple[dict[str, Any], int | None] | None:
+        """The child's last session if the kill cut it off, and its running turn (none
+        when the kill came before the turn was written)."""
         with SQLiteSessionStore(self.db) as store:
             mine = [s for s in store.list_sessions() if s["id"].startswith(f"e{seed}-")]
-        latest = max(mine, key=lambda s: int(s["id"].rsplit("-s", 1)[1]), default=None)
-        return None if latest is None or latest["id"] in completed else latest
+            latest = max(mine, key=lambda s: int(s["id"].rsplit("-s", 1)[1]), default=None)
+            turns = [] if latest is None else store.list_turns(latest["id"])
+        if latest is None or any(turn["status"] != "running" for turn in turns):
+            self.totals["kills_between_sessions"] += 1
+            return None
+        if not turns:
+            self.totals["kills_before_the_turn"] += 1
+        return latest, (turns[-1]["turn_index"] if turns else None)
 
     async def restore(self, session: dict[str, Any], rng: random.Random) -> list[dict[str, Any]]:
         """A new runtime on the session; the user asks again."""
@@ -109,11 +140,14 @@ class Campaign:
                 request = session_request(session["id"], mode)
                 return [o async for o in runtime.run(request)]
 
-    def check(self, session: dict[str, Any], outputs: list[dict[str, Any]]) -> None:
+    def check(
+        self, session: dict[str, Any], turn: int | None, outputs: list[dict[str, Any]]
+    ) -> None:
+        """Figures for the interrupted ``turn``'s calls; the restore ran the next turn."""
         session_id = session["id"]
         assert outputs[-1] == {"type": "done"}, outputs[-1]
         with SQLiteSessionStore(self.db) as store:
-            batches = [b for b in store.list_batches(session_id) if b["turn_index"] == 1]
+            batches = [b for b in store.list_batches(session_id) if b["turn_index"] == turn]
         effects = [e for e in read_effects(self.effects) if e.session == session_id]
         before = {e.key for e in effects if e.phase == "before_kill"}
         after = Counter(e.tool for e in effects if e.phase == "after_restore")
@@ -121,9 +155,6 @@ class Campaign:
         self._count_journal(calls, before)
         reported = _started(outputs).get("recovered_calls", [])
         self._check_reported(calls, batches, reported, outputs)
-        by_state: dict[str, set[str]] = {}
-        for call in calls:
-            by_state.setdefault(call["state"], set()).add(call["event"]["name"])
         effect_calls = [c for c in calls if c["event"]["name"] in EFFECT_TOOLS]
         for call in effect_calls:
             name = call["event"]["name"]
@@ -161,7 +192,8 @@ class Campaign:
         """Every call of the interrupted turn went back to the model, labelled."""
         expected = {c["event"]["id"]: _reported_status(c["state"]) for c in calls}
         assert {r["event_id"]: r["status"] for r in reported} == expected
-        assert all(b["reported_turn"] == 2 for b in batches), batches
+        restored_turn = _started(outputs)["first_turn_index"]
+        assert all(b["reported_turn"] == restored_turn for b in batches), batches
         if reported:
             self.totals["restores_with_note"] += 1
             sent = next(a for a in _audits(outputs, "chat_agent_request"))
@@ -203,16 +235,19 @@ def test_no_recorded_effect_runs_again_after_a_kill(tmp_path: Path) -> None:
     rng = random.Random(20261201)
     with SimulatedProviderServer(provider) as server:
         campaign = Campaign(tmp_path, server.base_url)
+        campaign.start()
         for seed in range(KILLS):
             completed = campaign.run_and_kill(seed, rng)
             campaign.totals["kills"] += 1
             campaign.totals["completed_sessions"] += len(completed)
-            session = campaign.interrupted_session(seed, completed)
-            if session is None:
+            interrupted = campaign.interrupted_session(seed)
+            if interrupted is None:
                 continue
+            session, turn = interrupted
             campaign.totals[f"restored_{session['config']['tool_invocation_mode']}"] += 1
             outputs = asyncio.run(campaign.restore(session, rng))
-            campaign.check(session, outputs)
+            campaign.check(session, turn, outputs)
+        campaign.stop()
     totals = campaign.totals
     print(f"effect campaign: {json.dumps(dict(sorted(totals.items())))}")
     assert totals["kills"] == KILLS

@@ -1,9 +1,11 @@
 """Effects of interrupted batches, given back to the model (DESIGN.md §9.4).
 
 A batch that never committed is not part of the transcript (§8), but its effects may
-have happened. On restore (and after a live turn lost its batch), the journal's
-unreported batches become one labelled note for the model, in the mode's results
-format, delivered with the next turn:
+have happened; and the results of a committed batch of a turn whose runtime died were
+never answered (in ``dual_agent`` they are not even in the restored history). On
+restore (and after a live turn lost its batch), these unreported batches become one
+labelled note for the model, in the mode's results format, delivered with the next
+turn right after the user's message:
 
 * calls with a recorded result — their result, as recorded;
 * dispatched calls without one — ``unknown``: "outcome unknown — check before
@@ -121,12 +123,13 @@ class Recovery:
 
 
 def recovery_from_batches(batches: Iterable[dict[str, Any]]) -> Recovery:
-    """The calls of the given journal batches (``list_unreported_batches`` rows)."""
+    """The calls of the given journal batches (``list_unreported_batches`` rows:
+    abandoned batches, and committed ones of a turn that never finished)."""
     calls: list[RecoveredCall] = []
     batch_ids: list[str] = []
     for batch in batches:
-        if batch.get("state") in ("committed", "pending"):
-            continue  # committed: in the transcript; pending: still some runtime's
+        if batch.get("state") == "pending":
+            continue  # still some live runtime's
         batch_ids.append(str(batch["id"]))
         calls += [_recovered_call(batch, call) for call in batch.get("calls") or []]
     return Recovery(tuple(calls), tuple(batch_ids))
