@@ -267,3 +267,29 @@ async def test_a_cancelled_turns_effects_reach_the_next_turn_of_the_session(
         "not_executed",
     ]
     store.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", MODES)
+async def test_without_a_store_a_cancelled_turns_effects_still_reach_the_next_turn(
+    mode: str,
+) -> None:
+    started = asyncio.Event()
+    client = ScriptedChatClient([_calls(mode, "a", "b"), text("a may have run"), text("ok")])
+    runtime = DebugRuntime(client, registry=_blocking_registry(started))
+    queues = runtime.start_session(_request(mode, "unused").model_copy(update={"session_id": None}))
+    await asyncio.wait_for(started.wait(), timeout=5)
+    assert runtime.cancel_turn()
+    await read_until(queues, {"turn_completed", "error"})
+    await queues.input.put("so?")
+    await read_until(queues, {"turn_completed", "error"})
+    await queues.input.put("and now?")
+    await read_until(queues, {"turn_completed", "error"})
+    await runtime.aclose()
+
+    (note,) = _note(mode, client.calls[1].messages)
+    assert [(line["event_id"], line["status"]) for line in _note_lines(note)] == [
+        ("a", "unknown"),
+        ("b", "not_executed"),
+    ]
+    assert _note(mode, client.calls[2].messages) == [note], "given once"

@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from agent_lab.application._recovery import Recovery, recovery_from_batches
+from agent_lab.application._recovery import MemoryLedger, Recovery, recovery_from_batches
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
+from agent_lab.application.events import idempotency_key
 from agent_lab.application.session_store import CallMetric, CallStatus, SessionStore
 from agent_lab.domain.errors import PersistenceFailed, StoreError, StoreFormatError
 from agent_lab.domain.events import ToolCallEvent
@@ -109,9 +110,13 @@ class BatchIntent:
 
 
 class NullRecorder:
-    """A session without a store: every write succeeds and keeps nothing."""
+    """A session without a store: every write succeeds and keeps nothing durable; only
+    the effect ledger lives on in memory, so a lost batch still reaches the next turn."""
 
     persistent = False
+
+    def __init__(self) -> None:
+        self._ledger = MemoryLedger()
 
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
         return None
@@ -123,26 +128,28 @@ class NullRecorder:
         return None
 
     async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str:
+        keyed = [(event, idempotency_key(batch.scope, event.id)) for event in batch.events]
+        self._ledger.open(batch.scope, turn_index, round_index, keyed)
         return batch.scope
 
     async def mark_dispatched(
         self, batch_id: str, event_id: str, arguments: dict[str, Any]
     ) -> None:
-        return None
+        self._ledger.dispatched(batch_id, event_id, arguments)
 
     async def record_result(
         self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
     ) -> None:
-        return None
+        self._ledger.landed(batch_id, event_id, status, result)
 
     async def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None:
-        return None
+        self._ledger.commit(batch_id)
 
     async def abandon_batch(self, batch_id: str) -> None:
-        return None
+        self._ledger.abandon(batch_id)
 
     async def unreported(self) -> Recovery:
-        return Recovery()
+        return self._ledger.unreported()
 
     async def finish_turn(
         self,
@@ -154,7 +161,7 @@ class NullRecorder:
         round_count: int,
         recovered: tuple[str, ...] = (),
     ) -> None:
-        return None
+        self._ledger.reported(recovered)
 
     async def close(self) -> None:
         return None

@@ -19,11 +19,12 @@ Every line carries ``"recovered": true``. The same calls are audited as
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_lab.application._transcript import EVENT_AGENT_NAME
+from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
 RecoveredStatus = Literal["succeeded", "failed", "unknown", "not_executed"]
@@ -178,3 +179,63 @@ def direct_note(recovery: Recovery) -> ChatMessage:
     an orphan, which providers reject)."""
     lines = "\n".join(call.note_line() for call in recovery.calls)
     return ChatMessage(role="system", content=f"{DIRECT_HEADER}\n{lines}")
+
+
+class MemoryLedger:
+    """The effect ledger of a session without a store, for the session's life.
+
+    It keeps the open and abandoned batches as journal rows (the shape
+    ``list_unreported_batches`` returns), so a cancelled or failed turn's effects reach
+    the next turn of a live session just as they do with a store.
+    """
+
+    def __init__(self) -> None:
+        self._batches: dict[str, dict[str, Any]] = {}
+
+    def open(
+        self,
+        batch_id: str,
+        turn_index: int,
+        round_index: int,
+        keyed: Sequence[tuple[ToolCallEvent, str]],
+    ) -> None:
+        """``keyed``: each call with its idempotency key, in call order."""
+        calls = [
+            {"event": event.model_dump(), "state": "pending", "idempotency_key": key}
+            for event, key in keyed
+        ]
+        batch = {"id": batch_id, "turn_index": turn_index, "round_index": round_index}
+        self._batches[batch_id] = {**batch, "state": "pending", "calls": calls}
+
+    def dispatched(self, batch_id: str, event_id: str, arguments: dict[str, Any]) -> None:
+        call = self._call(batch_id, event_id)
+        if call is not None:
+            call.update(state="dispatched", arguments=arguments)
+
+    def landed(self, batch_id: str, event_id: str, status: str, result: ChatMessage) -> None:
+        call = self._call(batch_id, event_id)
+        if call is not None:
+            call.update(state=status, result=result.model_dump())
+
+    def commit(self, batch_id: str) -> None:
+        self._batches.pop(batch_id, None)
+
+    def abandon(self, batch_id: str) -> None:
+        batch = self._batches.get(batch_id)
+        if batch is None or batch["state"] != "pending":
+            return
+        batch["state"] = "cancelled"
+        for call in batch["calls"]:
+            if call["state"] in ("pending", "dispatched"):
+                call["state"] = "unknown" if call["state"] == "dispatched" else "cancelled"
+
+    def unreported(self) -> Recovery:
+        return recovery_from_batches(self._batches.values())
+
+    def reported(self, batch_ids: Iterable[str]) -> None:
+        for batch_id in batch_ids:
+            self._batches.pop(batch_id, None)
+
+    def _call(self, batch_id: str, event_id: str) -> dict[str, Any] | None:
+        batch = self._batches.get(batch_id, {"calls": []})
+        return next((c for c in batch["calls"] if c["event"]["id"] == event_id), None)

@@ -138,8 +138,8 @@ class TurnEngine:
         session = self.session
         lost = session.lost_batch
         if lost:  # a batch of an earlier turn was abandoned: read what became of it
-            session.lost_batch = False
             session.recovery = await session.recorder.unreported()
+            session.lost_batch = False  # only once read: a failed read is tried again
         if not session.one_shot:
             details = _audit_details.turn_started(turn.index)
             if lost and session.recovery:
