@@ -241,11 +241,11 @@ class SessionRunner:
         assert self.engine is not None
         session = self.engine.session
         recorder = session.recorder
-        # The note went out with the turn's first chat request; a turn that ended before
-        # it leaves the batches unreported, and the next turn reads them again.
+        # The note goes out with the turn's first chat request; a turn that ended before
+        # it hands its batches on to the next turn, whose request carries the note.
         recovered = turn.recovered if turn.round_index else ()
-        if turn.recovered and not recovered:
-            session.lost_batch = True
+        if not turn.round_index:
+            session.unacknowledged = turn.recovered
         try:
             await recorder.finish_turn(
                 turn.index,

@@ -38,6 +38,8 @@ class SessionState:
     """Effects of interrupted batches, for the model with the next turn (DESIGN.md §9.4)."""
     lost_batch: bool = False
     """A batch of this session was abandoned: read the journal before the next turn."""
+    unacknowledged: tuple[str, ...] = ()
+    """Batches whose note is in the history but went out with no chat request yet."""
 
     def __post_init__(self) -> None:
         self.prefix = RequestPrefix(self.request)

@@ -154,10 +154,12 @@ class TurnEngine:
 
     def _deliver_recovery(self, turn: TurnState) -> None:
         """Interrupted batches' effects follow the user message, once (DESIGN.md §9.4)."""
-        recovery, self.session.recovery = self.session.recovery, Recovery()
+        session = self.session
+        recovery, session.recovery = session.recovery, Recovery()
         if recovery:
-            self.session.history.append(self.mode.recovery_note(recovery))
-            turn.recovered = recovery.batch_ids
+            session.history.append(self.mode.recovery_note(recovery))
+        turn.recovered = (*session.unacknowledged, *recovery.batch_ids)
+        session.unacknowledged = ()
 
     async def _abandon_open_batch(self, turn: TurnState) -> None:
         batch_id, turn.open_batch = turn.open_batch, None
