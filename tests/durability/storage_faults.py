@@ -27,6 +27,7 @@ SITES: dict[str, str] = {
     "session_start": "ensure_session",
     "turn_start_and_user_message": "start_turn",
     "tool_call_block": "begin_batch",
+    "dispatch": "mark_dispatched",
     "result": "record_result",
     "batch_commit": "commit_batch",
     "answer": "append_messages",

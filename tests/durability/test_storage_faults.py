@@ -26,7 +26,13 @@ TINY_FS = os.environ.get("AGENT_LAB_TINY_FS")
 """Set (to a tmpfs folder) when this module runs inside its private mount namespace."""
 FAULTS_HERE = FAULTS if TINY_FS else tuple(f for f in FAULTS if f != "disk_full")
 
-BEFORE_HANDLERS = {"session_start", "turn_start_and_user_message", "tool_call_block", "audit"}
+BEFORE_HANDLERS = {
+    "session_start",
+    "turn_start_and_user_message",
+    "tool_call_block",
+    "dispatch",
+    "audit",
+}
 
 
 def _model(mode: str) -> FunctionChatClient:

@@ -1,7 +1,9 @@
 """Running one round's batch, in each mode, with the write-ahead journal (DESIGN.md §9).
 
-Both runners make the batch durable before any tool starts, make each result durable
-before it is shown, and show results in call order whatever order they finish in.
+Both runners keep the effect ledger (DESIGN.md §9.4): the batch is durable before any
+tool starts (every call's intent), each call is journaled as dispatched right before its
+handler runs, and each result is durable before it is shown. Results are shown in call
+order whatever order they finish in.
 They receive a ``RoundContext``: the round's state and the few services a batch uses.
 """
 
@@ -20,6 +22,7 @@ from agent_lab.application._session_state import SessionState, TurnState
 from agent_lab.application._transcript import event_agent_history
 from agent_lab.application.event_agent import (
     ArgumentCall,
+    DispatchNotice,
     EventAgentRequest,
     EventBatchDone,
     ReplyChannel,
@@ -35,6 +38,7 @@ from agent_lab.application.events import (
 )
 from agent_lab.application.session_store import CallStatus
 from agent_lab.application.tools import ToolExecutionContext
+from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
 
@@ -173,10 +177,25 @@ async def _collect_dual_replies(
                 item.message.tool_call_id
             ):
                 await _land_dual_reply(ctx, batch_id, emitter, item)
+            case DispatchNotice(scope=scope) if scope == request.scope:
+                await _journal_dispatch(ctx, batch_id, item)
             case ToolReply():
                 item.durable.set_result(None)  # nothing to keep: a reply no call expects
+            case DispatchNotice():
+                item.durable.set_exception(RuntimeError("no open batch for this call"))
             case EventBatchDone():
                 pass  # a stale marker from a cancelled turn
+
+
+async def _journal_dispatch(ctx: RoundContext, batch_id: str, notice: DispatchNotice) -> None:
+    """Journal the call as dispatched; only then may its handler run."""
+    event = notice.event
+    try:
+        await ctx.session.recorder.mark_dispatched(batch_id, event.id, dict(event.arguments))
+    except Exception as exc:  # the event agent stops the batch and reports it back
+        notice.durable.set_exception(exc)
+        return
+    notice.durable.set_result(None)
 
 
 async def _land_dual_reply(
@@ -203,6 +222,9 @@ async def run_direct_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchR
     session.seen_call_ids.update(event.id for event in events)
     emitter = ReplyEmitter([event.id for event in events], ctx.output, ctx.turn.landed)
 
+    async def on_dispatch(event: ToolCallEvent) -> None:
+        await session.recorder.mark_dispatched(batch_id, event.id, dict(event.arguments))
+
     async def on_result(result: EventResult) -> None:
         reply = result.tool_message()
         await session.recorder.record_result(batch_id, result.event_id, _status(result), reply)
@@ -221,6 +243,7 @@ async def run_direct_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchR
         enabled_names=session.request.event_agent.enabled_tools,
         context=context,
         on_result=on_result,
+        on_dispatch=on_dispatch,
     )
     try:
         result = await ctx.executor.execute(batch)

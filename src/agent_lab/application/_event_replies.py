@@ -1,7 +1,9 @@
 """What the event agent sends back: typed replies on its own channel.
 
-``ReplyChannel`` carries one ``ToolReply`` per call (the runtime resolves its ``durable``
-future once the reply is stored) and then an ``EventBatchDone`` with the outcome.
+``ReplyChannel`` carries, per call that reaches its handler, a ``DispatchNotice`` (the
+runtime resolves its ``durable`` future once the call is journaled as dispatched, and
+only then does the handler run); one ``ToolReply`` per call (``durable`` resolved once
+the reply is stored); and then an ``EventBatchDone`` with the outcome.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, Literal, TypeAlias
 from agent_lab.application._metrics import ModelCall
 from agent_lab.application.compact_queue import CompactQueue
 from agent_lab.application.events import EventBatchResult, EventResult
+from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
 
@@ -67,6 +70,17 @@ class ToolReply:
 
 
 @dataclass(frozen=True)
+class DispatchNotice:
+    """A call about to reach its handler; it runs once the runtime resolves ``durable``
+    (a failed resolution keeps it from running)."""
+
+    scope: str
+    event: ToolCallEvent
+    """The call with its resolved arguments."""
+    durable: asyncio.Future[None]
+
+
+@dataclass(frozen=True)
 class EventBatchDone:
     """Sent after the last reply of a batch."""
 
@@ -74,7 +88,7 @@ class EventBatchDone:
     outcome: EventAgentOutcome
 
 
-EventAgentReply: TypeAlias = ToolReply | EventBatchDone
+EventAgentReply: TypeAlias = DispatchNotice | ToolReply | EventBatchDone
 
 
 class ReplyChannel:
@@ -96,6 +110,12 @@ class ReplyChannel:
         await self._items.put(ToolReply(scope, result, message, durable))
         await durable
 
+    async def dispatching(self, scope: str, event: ToolCallEvent) -> None:
+        """Announce a call and wait until the runtime journaled it (or refused: raises)."""
+        durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await self._items.put(DispatchNotice(scope, event, durable))
+        await durable
+
     async def done(self, scope: str, outcome: EventAgentOutcome) -> None:
         await self._items.put(EventBatchDone(scope, outcome))
 
@@ -106,5 +126,5 @@ class ReplyChannel:
         """Forget replies of a batch nobody waits for any more (a cancelled turn)."""
         while not self._items.empty():
             item = self._items.get_nowait()
-            if isinstance(item, ToolReply) and not item.durable.done():
+            if isinstance(item, ToolReply | DispatchNotice) and not item.durable.done():
                 item.durable.cancel()

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from agent_lab.application._batches import BatchRun, RoundContext, run_direct_batch, run_dual_batch
 from agent_lab.application._chat_round import Offer, StreamedRound
+from agent_lab.application._recovery import Recovery, direct_note, dual_note
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._transcript import repair_tool_transcript, visible_history
 from agent_lab.application.contracts import ToolInvocationMode
@@ -42,6 +43,10 @@ class ToolMode(Protocol):
         """The persisted history as this mode may send it again (DESIGN.md §8)."""
         ...
 
+    def recovery_note(self, recovery: Recovery) -> ChatMessage:
+        """The labelled note that gives interrupted batches' effects back (§9.4)."""
+        ...
+
 
 class DualMode:
     """Inline event blocks; a separate event agent fills in arguments and runs tools."""
@@ -65,6 +70,9 @@ class DualMode:
     def restore(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         return visible_history(messages)
 
+    def recovery_note(self, recovery: Recovery) -> ChatMessage:
+        return dual_note(recovery)
+
 
 class DirectMode:
     """Provider function calling; the runtime runs the calls and replies in order."""
@@ -85,6 +93,9 @@ class DirectMode:
 
     def restore(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         return repair_tool_transcript(messages)
+
+    def recovery_note(self, recovery: Recovery) -> ChatMessage:
+        return direct_note(recovery)
 
 
 _MODES: dict[ToolInvocationMode, ToolMode] = {

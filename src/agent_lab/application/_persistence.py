@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from agent_lab.application._audit_details import kept_failure_message
+from agent_lab.application._recovery import MemoryLedger, Recovery, recovery_from_batches
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
+from agent_lab.application.events import idempotency_key
 from agent_lab.application.session_store import CallMetric, CallStatus, SessionStore
 from agent_lab.domain.errors import AgentLabError, PersistenceFailed, StoreError, StoreFormatError
 from agent_lab.domain.events import ToolCallEvent
@@ -39,6 +41,8 @@ class StoredSession:
     session_id: str
     records: list[dict[str, Any]]
     next_turn_index: int
+    recovery: Recovery = Recovery()
+    """Interrupted batches whose effects the model has not been told about yet."""
 
 
 def request_snapshot(request: DebugRunRequest) -> dict[str, Any]:
@@ -62,6 +66,10 @@ class Recorder(Protocol):
 
     async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str: ...
 
+    async def mark_dispatched(
+        self, batch_id: str, event_id: str, arguments: dict[str, Any]
+    ) -> None: ...
+
     async def record_result(
         self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
     ) -> None: ...
@@ -69,6 +77,10 @@ class Recorder(Protocol):
     async def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None: ...
 
     async def abandon_batch(self, batch_id: str) -> None: ...
+
+    async def unreported(self) -> Recovery:
+        """Interrupted batches the model has not been told about (none without a store)."""
+        ...
 
     async def finish_turn(
         self,
@@ -79,7 +91,10 @@ class Recorder(Protocol):
         wall_time_ms: int,
         round_count: int,
         failure: AgentLabError | None = None,
-    ) -> None: ...
+        recovered: tuple[str, ...] = (),
+    ) -> None:
+        """Close the turn; ``recovered`` batches were reported to the model in it."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -98,9 +113,13 @@ class BatchIntent:
 
 
 class NullRecorder:
-    """A session without a store: every write succeeds and keeps nothing."""
+    """A session without a store: every write succeeds and keeps nothing durable; only
+    the effect ledger lives on in memory, so a lost batch still reaches the next turn."""
 
     persistent = False
+
+    def __init__(self) -> None:
+        self._ledger = MemoryLedger()
 
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
         return None
@@ -112,18 +131,28 @@ class NullRecorder:
         return None
 
     async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str:
+        keyed = [(event, idempotency_key(batch.scope, event.id)) for event in batch.events]
+        self._ledger.open(batch.scope, turn_index, round_index, keyed)
         return batch.scope
+
+    async def mark_dispatched(
+        self, batch_id: str, event_id: str, arguments: dict[str, Any]
+    ) -> None:
+        self._ledger.dispatched(batch_id, event_id, arguments)
 
     async def record_result(
         self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
     ) -> None:
-        return None
+        self._ledger.landed(batch_id, event_id, status, result)
 
     async def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None:
-        return None
+        self._ledger.commit(batch_id)
 
     async def abandon_batch(self, batch_id: str) -> None:
-        return None
+        self._ledger.abandon(batch_id)
+
+    async def unreported(self) -> Recovery:
+        return self._ledger.unreported()
 
     async def finish_turn(
         self,
@@ -134,8 +163,9 @@ class NullRecorder:
         wall_time_ms: int,
         round_count: int,
         failure: AgentLabError | None = None,
+        recovered: tuple[str, ...] = (),
     ) -> None:
-        return None
+        self._ledger.reported(recovered)
 
     async def close(self) -> None:
         return None
@@ -203,7 +233,8 @@ class SessionRecorder:
                 session_id, owner, lease_seconds=LEASE_SECONDS, wait_seconds=self._claim_wait
             )
             records = store.list_messages(session_id)
-            return StoredSession(session_id, records, store.next_turn_index(session_id))
+            recovery = recovery_from_batches(store.list_unreported_batches(session_id))
+            return StoredSession(session_id, records, store.next_turn_index(session_id), recovery)
 
         try:
             stored = await self._call(open_session)
@@ -260,6 +291,12 @@ class SessionRecorder:
             visible=batch.visible,
         )
 
+    async def mark_dispatched(
+        self, batch_id: str, event_id: str, arguments: dict[str, Any]
+    ) -> None:
+        """Durable right before the call's handler runs (the ledger's dispatched step)."""
+        await self._call(self.store.mark_dispatched, batch_id, event_id, arguments)
+
     async def record_result(
         self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
     ) -> None:
@@ -273,6 +310,10 @@ class SessionRecorder:
         with contextlib.suppress(StoreError):
             await self._call(self.store.abandon_batch, batch_id, "cancelled")
 
+    async def unreported(self) -> Recovery:
+        batches = await self._call(self.store.list_unreported_batches, self.session_id)
+        return recovery_from_batches(batches)
+
     async def finish_turn(
         self,
         turn_index: int,
@@ -282,11 +323,14 @@ class SessionRecorder:
         wall_time_ms: int,
         round_count: int,
         failure: AgentLabError | None = None,
+        recovered: tuple[str, ...] = (),
     ) -> None:
         """Write the turn's metrics and close it, in one trip to the store; a failed or
         cancelled turn keeps its ``failure`` (reason and message) with it."""
 
         def write() -> None:
+            if recovered:
+                self.store.mark_reported(list(recovered), turn_index)
             if metrics:
                 self.store.append_usages(self.session_id, metrics)
             self.store.complete_turn(

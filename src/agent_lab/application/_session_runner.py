@@ -160,6 +160,7 @@ class SessionRunner:
             recorder=recorder,
             one_shot=self.one_shot,
             repairs=restored.repairs,
+            recovery=stored.recovery,
         )
 
     def _started_details(self, session: SessionState) -> dict[str, Any]:
@@ -171,6 +172,8 @@ class SessionRunner:
         )
         if session.repairs:
             details["repaired_rows"] = [repair.audit_entry() for repair in session.repairs]
+        if session.recovery:
+            details["recovered_calls"] = session.recovery.audit_entries()
         return details
 
     async def _run_one_shot(self, turn: TurnState) -> None:
@@ -249,7 +252,13 @@ class SessionRunner:
 
     async def _close_turn(self, turn: TurnState, outcome: TurnOutcome, ended: float) -> TurnOutcome:
         assert self.engine is not None
-        recorder = self.engine.session.recorder
+        session = self.engine.session
+        recorder = session.recorder
+        # The note goes out with the turn's first chat request; a turn that ended before
+        # it hands its batches on to the next turn, whose request carries the note.
+        recovered = turn.recovered if turn.round_index else ()
+        if not turn.round_index:
+            session.unacknowledged = turn.recovered
         try:
             await recorder.finish_turn(
                 turn.index,
@@ -258,6 +267,7 @@ class SessionRunner:
                 wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
                 round_count=turn.round_index,
                 failure=outcome.failure,
+                recovered=recovered,
             )
         except PersistenceFailed as exc:
             if outcome.failure is None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_lab.application._persistence import Recorder
+from agent_lab.application._recovery import Recovery
 from agent_lab.application._restore import RowRepair
 from agent_lab.application._transcript import History, RequestPrefix
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
@@ -34,6 +35,12 @@ class SessionState:
     terminated: bool = False
     repairs: list[RowRepair] = field(default_factory=list)
     """Stored rows the restore had to repair (audited in ``session_started``)."""
+    recovery: Recovery = field(default_factory=Recovery)
+    """Effects of interrupted batches, for the model with the next turn (DESIGN.md §9.4)."""
+    lost_batch: bool = False
+    """A batch of this session was abandoned: read the journal before the next turn."""
+    unacknowledged: tuple[str, ...] = ()
+    """Batches whose note is in the history but went out with no chat request yet."""
 
     def __post_init__(self) -> None:
         self.prefix = RequestPrefix(self.request)
@@ -56,6 +63,8 @@ class TurnState:
     """The open batch's results made durable so far, by call id."""
     unfinished: list[ChatMessage] = field(default_factory=list)
     """Results of the batch the turn abandoned that were made durable before it ended."""
+    recovered: tuple[str, ...] = ()
+    """Journal ids of interrupted batches this turn reported to the model."""
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from agent_lab.application._metrics import (
 )
 from agent_lab.application._modes import ToolMode, mode_for
 from agent_lab.application._policies import Finish, NextStep, PolicyDecision, RunAgain, Terminate
+from agent_lab.application._recovery import Recovery
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application._transcript import chat_request_messages
@@ -140,19 +141,38 @@ class TurnEngine:
             raise TurnLimitExceeded("rounds", f"limit of {cap} rounds")
 
     async def _open_turn(self, turn: TurnState, user: ChatMessage) -> None:
-        if not self.session.one_shot:
-            await self.auditor.emit("turn_started", _audit_details.turn_started(turn.index))
+        session = self.session
+        lost = session.lost_batch
+        if lost:  # a batch of an earlier turn was abandoned: read what became of it
+            session.recovery = await session.recorder.unreported()
+            session.lost_batch = False  # only once read: a failed read is tried again
+        if not session.one_shot:
+            details = _audit_details.turn_started(turn.index)
+            if lost and session.recovery:
+                details["recovered_calls"] = session.recovery.audit_entries()
+            await self.auditor.emit("turn_started", details)
             await self.deps.queues.output.put(_outputs.turn_started(turn.index))
         # Once turn_started is out, the turn must be on record even if it is cancelled
         # right away: the write finishes, and the cancellation then closes the turn.
-        await finish_even_if_cancelled(self.session.recorder.start_turn(turn.index, user))
-        self.session.history.append(user)
+        await finish_even_if_cancelled(session.recorder.start_turn(turn.index, user))
+        session.history.append(user)
+        self._deliver_recovery(turn)
+
+    def _deliver_recovery(self, turn: TurnState) -> None:
+        """Interrupted batches' effects follow the user message, once (DESIGN.md §9.4)."""
+        session = self.session
+        recovery, session.recovery = session.recovery, Recovery()
+        if recovery:
+            session.history.append(self.mode.recovery_note(recovery))
+        turn.recovered = (*session.unacknowledged, *recovery.batch_ids)
+        session.unacknowledged = ()
 
     async def _abandon_open_batch(self, turn: TurnState) -> None:
         batch_id, turn.open_batch = turn.open_batch, None
         turn.unfinished = list(turn.landed.values())  # for the turn's closing audit
         if batch_id is not None:
             await finish_even_if_cancelled(self.session.recorder.abandon_batch(batch_id))
+            self.session.lost_batch = True
 
     async def _run_round(self, turn: TurnState) -> NextStep:
         turn.round_index += 1

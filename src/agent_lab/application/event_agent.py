@@ -28,6 +28,7 @@ from agent_lab.application import _audit_details, _policies
 from agent_lab.application._event_replies import (
     ArgumentCall,
     ArgumentFailure,
+    DispatchNotice,
     EventAgentOutcome,
     EventAgentReply,
     EventBatchDone,
@@ -55,6 +56,7 @@ from agent_lab.domain.messages import ChatMessage
 __all__ = [
     "ArgumentCall",
     "ArgumentFailure",
+    "DispatchNotice",
     "EventAgent",
     "EventAgentOutcome",
     "EventAgentReply",
@@ -187,6 +189,9 @@ class EventAgent:
         async def reply(result: EventResult) -> None:
             await self._replies.reply(request.scope, result)
 
+        async def dispatching(event: ToolCallEvent) -> None:
+            await self._replies.dispatching(request.scope, event)
+
         batch = await self._executor.execute(
             EventBatch(
                 scope=request.scope,
@@ -196,6 +201,7 @@ class EventAgent:
                 context=context,
                 on_result=reply,
                 not_run=not_run,
+                on_dispatch=dispatching,
             )
         )
         for duplicate in (result for result in batch.results if not result.is_logical):

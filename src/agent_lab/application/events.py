@@ -9,6 +9,7 @@ the calls were made, whatever order they finish in.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -109,6 +110,12 @@ class EventBatchResult:
 
 
 ResultCallback = Callable[[EventResult], Awaitable[None]]
+DispatchCallback = Callable[[ToolCallEvent], Awaitable[None]]
+
+
+def idempotency_key(scope: str, event_id: str) -> str:
+    """The key a handler receives for one call: stable, unique per session and call."""
+    return f"{scope}:{event_id}"
 
 
 @dataclass
@@ -126,10 +133,14 @@ class EventBatch:
     not_run: Mapping[str, str] = field(default_factory=dict)
     """Calls that fail without running, by id, with the error their reply carries
     (e.g. their arguments could not be generated)."""
+    on_dispatch: DispatchCallback | None = None
+    """Awaited with the call (its final arguments) right before its handler runs (e.g.
+    to journal it as dispatched); if it raises, that handler and every call that has
+    not started yet do not run, and the error propagates."""
 
 
 class BatchAborted(Exception):
-    """A result callback failed; calls that had not started were skipped."""
+    """A dispatch or result callback failed; calls that had not started were skipped."""
 
     def __init__(self, cause: BaseException, partial: EventBatchResult) -> None:
         self.cause = cause
@@ -160,7 +171,8 @@ class EventBatchExecutor:
         """Run the batch; returns its results in call order.
 
         Raises:
-            BatchAborted: ``batch.on_result`` raised; the partial results are attached.
+            BatchAborted: ``batch.on_dispatch`` or ``batch.on_result`` raised; the
+                partial results are attached.
         """
         self._scopes.add(batch.scope)
         primaries, duplicates = _coalesce(self._registry, batch.events)
@@ -176,12 +188,25 @@ class EventBatchExecutor:
         """Forget a batch scope once its results were handled (called exactly once)."""
         self._scopes.discard(scope)
 
+    def reaches_handler(self, event: ToolCallEvent, batch: EventBatch) -> bool:
+        """True when running ``event`` calls its handler (it is known, enabled, and its
+        arguments fit); otherwise the registry answers with an error payload itself."""
+        return (
+            event.id not in batch.not_run
+            and event.name in self._registry
+            and event.name in batch.enabled_names
+            and self._registry.validation_error(event.name, event.arguments) is None
+        )
+
     async def _run_one(self, event: ToolCallEvent, batch: EventBatch) -> EventResult:
         definition = self._registry.get(event.name)
         if event.id in batch.not_run:
             return _not_run(event, batch, batch.not_run[event.id], definition)
+        context = dataclasses.replace(
+            batch.context, idempotency_key=idempotency_key(batch.scope, event.id)
+        )
         started = self._clock()
-        outcome = await self._registry.run(event, batch.enabled_names, batch.context)
+        outcome = await self._registry.run(event, batch.enabled_names, context)
         finished = self._clock()
         return EventResult(
             event_id=event.id,
@@ -213,10 +238,10 @@ class _BatchRun:
 
     async def _guarded(self, event: ToolCallEvent) -> None:
         async with self.semaphore:
-            if self.failure is not None:
+            if self.failure is not None or not await self._dispatch(event):
                 self.results[event.id] = _cancelled(event, self.batch.source)
                 return
-            result = await self.executor._run_one(event, self.batch)
+            result = await self.executor._run_one(event, self.batch)  # once dispatched, run
             self.results[event.id] = result
             if self.batch.on_result is None or self.failure is not None:
                 return
@@ -224,6 +249,19 @@ class _BatchRun:
                 await self.batch.on_result(result)
             except Exception as exc:  # the callback's failure stops the batch, not the loop
                 self.failure = self.failure or exc
+
+    async def _dispatch(self, event: ToolCallEvent) -> bool:
+        """Announce a call that will reach its handler; False (and the call not run)
+        when the announcement failed."""
+        announce = self.batch.on_dispatch
+        if announce is None or not self.executor.reaches_handler(event, self.batch):
+            return True
+        try:
+            await announce(event)
+        except Exception as exc:  # not journaled as dispatched: the handler must not run
+            self.failure = self.failure or exc
+            return False
+        return True
 
     def result_for(self, event: ToolCallEvent, primary_id: str | None) -> EventResult:
         if primary_id is None:

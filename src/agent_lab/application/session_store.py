@@ -31,7 +31,13 @@ from agent_lab.domain.messages import ChatMessage
 
 CallKind = Literal["chat", "argument_fallback", "argument_generation", "tool_execution"]
 CallAgent = Literal["chat_agent", "event_agent", "tool"]
-CallStatus = Literal["succeeded", "failed", "cancelled"]
+CallStatus = Literal["succeeded", "failed", "unknown", "cancelled"]
+"""An outcome ``record_result`` accepts."""
+CallState = Literal["pending", "dispatched", "succeeded", "failed", "unknown", "cancelled"]
+"""A journaled call: ``pending`` (intent, durable before any tool of its batch
+starts), ``dispatched`` (durable right before its handler runs), then its outcome;
+an abandoned batch's dispatched calls become ``unknown`` (the effect may have
+happened) and its pending ones ``cancelled`` (it did not)."""
 BatchState = Literal["pending", "committed", "cancelled", "failed"]
 
 
@@ -187,9 +193,12 @@ class BatchJournal(Protocol):
     def record_result(
         self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
     ) -> None: ...
+    def mark_dispatched(self, batch_id: str, event_id: str, arguments: dict[str, Any]) -> None: ...
     def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None: ...
     def abandon_batch(self, batch_id: str, state: BatchState = "cancelled") -> None: ...
     def list_batches(self, session_id: str) -> list[dict[str, Any]]: ...
+    def list_unreported_batches(self, session_id: str) -> list[dict[str, Any]]: ...
+    def mark_reported(self, batch_ids: list[str], turn_index: int) -> None: ...
 
 
 @runtime_checkable

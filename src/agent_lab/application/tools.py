@@ -47,6 +47,9 @@ class ToolExecutionContext:
     session_id: str | None = None
     turn_index: int = 0
     round_index: int = 0
+    idempotency_key: str | None = None
+    """Handlers: the call's key, stable and unique per session and call, journaled with
+    it before it runs (DESIGN.md §9.4); ``None`` for resolvers, which see no one call."""
 
     def latest_text(self, role: Role) -> str | None:
         """The newest non-blank content of ``role``, skipping event-agent result messages."""

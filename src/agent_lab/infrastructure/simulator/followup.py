@@ -21,6 +21,8 @@ from agent_lab.infrastructure.simulator.request import Message
 
 _FAILED_STATUSES = {"error", "failed", "failure", "timeout", "timed_out", "cancelled"}
 _UNCERTAIN_STATUSES = {"unknown", "outcome_unknown", "uncertain"}
+_NOT_RUN_STATUSES = {"not_executed", "not_run"}
+"""A call that never ran (e.g. cut off by an interruption) is no result at all."""
 _NAME_KEYS = ("event_name", "name", "tool", "event")
 _PAYLOAD_KEYS = ("result", "payload", "content", "output", "data")
 _LIST_KEYS = ("results", "sources", "items", "hits", "documents", "organic")
@@ -130,7 +132,7 @@ def outcomes_from_results_text(text: str) -> list[Outcome]:
     outcomes = []
     for line in text.splitlines()[1:]:
         record = _maybe_json(line.strip())
-        if isinstance(record, dict):
+        if isinstance(record, dict) and str(record.get("status")) not in _NOT_RUN_STATUSES:
             outcomes.append(_from_record(record))
     return outcomes
 

@@ -8,6 +8,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 RESULTS_PREFIX = "EventAgent results:"
+RECOVERED_PREFIX = "Recovered tool results:"
+"""A runtime's system note with the results of calls an interruption cut off."""
 EVENT_AGENT_NAME = "event_agent"
 
 
@@ -53,7 +55,10 @@ class Message(_Lenient):
 
     @property
     def is_results(self) -> bool:
-        """True for the dual-mode ``EventAgent results:`` message."""
+        """True for the dual-mode ``EventAgent results:`` message, and for a system note
+        of recovered tool results (``chat_agent_tools`` after an interruption)."""
+        if self.role == "system":
+            return self.text.startswith(RECOVERED_PREFIX)
         return self.role == "user" and (
             self.name == EVENT_AGENT_NAME or self.text.startswith(RESULTS_PREFIX)
         )

@@ -20,7 +20,7 @@ from pathlib import Path
 from agent_lab.domain.errors import PersistenceFailed, StoreFormatError
 from agent_lab.infrastructure.sqlite.errors import classify_os_error
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The newest schema this code reads and writes."""
 
 APPLICATION_ID = 0x41474C42
@@ -175,7 +175,53 @@ _V2 = (
     """,
 )
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1, 2: _V2}
+_V3 = (
+    # The effect ledger (DESIGN.md §9.4): a call is pending (intent), dispatched (its
+    # handler about to run), then succeeded / failed / unknown, or cancelled when it
+    # never ran. SQLite cannot widen a CHECK constraint, so the table is rebuilt.
+    """
+    CREATE TABLE tool_calls_v3 (
+        batch_id TEXT NOT NULL REFERENCES tool_batches(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        idempotency_key TEXT,
+        state TEXT NOT NULL CHECK (state IN
+            ('pending', 'dispatched', 'succeeded', 'failed', 'unknown', 'cancelled')),
+        arguments TEXT,
+        dispatched_at TEXT,
+        result TEXT,
+        landed_at TEXT,
+        PRIMARY KEY (batch_id, position),
+        UNIQUE (batch_id, event_id)
+    )
+    """,
+    # Before the ledger, a call without a result may or may not have run: a pending
+    # batch's open calls count as dispatched (they become unknown when it is
+    # abandoned), an abandoned batch's ``cancelled`` calls become unknown.
+    """
+    INSERT INTO tool_calls_v3 (batch_id, position, event, event_id, idempotency_key,
+                               state, result, landed_at)
+    SELECT c.batch_id, c.position, c.event, c.event_id, b.scope || ':' || c.event_id,
+           CASE
+               WHEN c.result IS NOT NULL THEN c.state
+               WHEN b.state = 'pending' THEN 'dispatched'
+               WHEN c.state = 'cancelled' THEN 'unknown'
+               ELSE c.state
+           END,
+           c.result, c.landed_at
+    FROM tool_calls AS c JOIN tool_batches AS b ON b.id = c.batch_id
+    """,
+    "DROP TABLE tool_calls",
+    "ALTER TABLE tool_calls_v3 RENAME TO tool_calls",
+    # The turn in which the model was told about a batch's effects (see journal).
+    "ALTER TABLE tool_batches ADD COLUMN reported_turn INTEGER",
+    # Batches finished before the ledger are not reported again; a pending one (its
+    # runtime died) is, once it is taken over.
+    "UPDATE tool_batches SET reported_turn = turn_index WHERE state != 'pending'",
+)
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1, 2: _V2, 3: _V3}
 """Statements that bring a file from version ``n - 1`` to version ``n``."""
 
 

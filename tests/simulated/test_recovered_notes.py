@@ -1,0 +1,72 @@
+"""The simulator reads the runtime's note of recovered calls (DESIGN.md §9.4): a result
+or an ``unknown`` call is not repeated, a ``not_executed`` one is still to do."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from test_conversation import ASK, CALENDAR_RESULT
+from test_simulated_provider import dual_body, event_names, stream, tool
+
+from agent_lab.application._modes import DirectMode, DualMode
+from agent_lab.application._recovery import RecoveredCall, Recovery
+
+VOLUME = "device.volume.adjust"
+CALENDAR = "calendar.schedule.create"
+
+
+def _recovery(volume_status: str) -> Recovery:
+    calls = (
+        RecoveredCall("b", 1, 1, "c1", VOLUME, {"level": 30}, volume_status, "s:turn-1:round-1:c1"),
+        RecoveredCall("b", 1, 1, "c2", CALENDAR, {}, "succeeded", result=CALENDAR_RESULT),
+    )
+    return Recovery(calls, ("b",))
+
+
+def _tools_body(note: str) -> dict[str, object]:
+    return {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": ASK},
+            {"role": "user", "content": ASK},
+            {"role": "system", "content": note},
+        ],
+        "tools": [
+            tool("device__volume__adjust", VOLUME),
+            tool("calendar__schedule__create", CALENDAR),
+        ],
+    }
+
+
+@pytest.mark.asyncio
+async def test_tools_mode_reads_the_system_note_and_repeats_nothing_recorded(
+    http: httpx.AsyncClient,
+) -> None:
+    note = DirectMode().recovery_note(_recovery("unknown"))
+    result = await stream(http, _tools_body(note.content))
+
+    assert result.tool_calls == []
+    assert "couldn't confirm whether the volume change went through" in result.content
+    assert "Lunch with Sam is on your calendar" in result.content
+
+
+@pytest.mark.asyncio
+async def test_a_call_that_never_ran_is_done_when_asked_again(http: httpx.AsyncClient) -> None:
+    note = DirectMode().recovery_note(_recovery("not_executed"))
+    result = await stream(http, _tools_body(note.content))
+
+    assert [call["name"] for call in result.tool_calls] == ["device__volume__adjust"]
+    assert "30" in result.tool_calls[0]["arguments"]
+
+
+@pytest.mark.asyncio
+async def test_dual_mode_reads_the_recovered_results_message(http: httpx.AsyncClient) -> None:
+    note = DualMode().recovery_note(_recovery("not_executed"))
+    body = dual_body(ASK)
+    body["messages"] += [
+        {"role": "user", "content": ASK},
+        {"role": "user", "name": note.name, "content": note.content},
+    ]
+    result = await stream(http, body)
+
+    assert event_names(result.content) == [VOLUME]
