@@ -6,7 +6,6 @@ thread. Audit records carry ``offset`` (their store id, increasing per store).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from agent_lab.application.session_store import SessionStore
@@ -80,16 +79,6 @@ def session_record(
         "calls": usage["calls"],
         "usage": usage["session"],
     }
-
-
-def export_lines(record: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The record as JSON Lines objects, each tagged with its ``kind``."""
-    yield {"kind": "session", **record["session"], "usage": record["usage"]}
-    for kind, key in (("turn", "turns"), ("message", "messages"), ("call", "calls")):
-        for item in record[key]:
-            yield {"kind": kind, **item}
-    for audit in record["audit"]:
-        yield {"kind": "audit", **audit}
 
 
 def tool_catalog(registry: ToolRegistry, enabled: list[str]) -> list[dict[str, Any]]:
