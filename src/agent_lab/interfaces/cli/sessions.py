@@ -21,6 +21,7 @@ from agent_lab.interfaces.cli.common import (
     stdout_console,
 )
 from agent_lab.interfaces.cli.options import (
+    ConfigOption,
     DbOption,
     HomeOption,
     ModeOption,
@@ -140,12 +141,13 @@ def show_session(
             "by side, with their differences and the repairs a restore applied.",
         ),
     ] = False,
+    config: ConfigOption = None,
     db: DbOption = None,
     home: HomeOption = None,
 ) -> None:
     """Print every turn (text, tool calls, results, failures, cost) and the audit timeline."""
     with guard():
-        prices = lab_prices(LabOptions(db=db, home=home).settings())
+        prices = lab_prices(LabOptions(config=config, db=db, home=home).settings())
     with open_store(db, home) as store:
         session = _require(store, session_id)
         session_id = str(session["id"])
@@ -173,6 +175,7 @@ def export_session(
         Path | None,
         typer.Option("--out", dir_okay=False, help="Write here instead of stdout."),
     ] = None,
+    config: ConfigOption = None,
     db: DbOption = None,
     home: HomeOption = None,
 ) -> None:
@@ -181,7 +184,7 @@ def export_session(
         with guard():
             fail(f"unknown format {export_format!r} (use json or jsonl)")
     with guard():
-        prices = lab_prices(LabOptions(db=db, home=home).settings())
+        prices = lab_prices(LabOptions(config=config, db=db, home=home).settings())
     with open_store(db, home) as store:
         record = session_record(store, session_id, prices)
     if out is None:
