@@ -318,7 +318,7 @@ function onAudit(message) {
 }
 
 function onTurnEnd(message) {
-  if (message.type === "error") conversation.error(message.message);
+  if (message.type === "error") conversation.error(message.message, message.failure_reason === "cancelled" ? "cancelled" : "failed");
   else conversation.turnDone();
   if (state.phase === "running") setPhase("live");
   refreshRecord();

@@ -25,7 +25,7 @@ export class Conversation {
       this.user(turn.index, turn.user);
       for (const round of turn.rounds) this.renderRound(round);
       if (turn.extra.length) this.delta(turn.extra.join(" "));
-      if (turn.status === "failed" || turn.status === "cancelled") this.error(`turn ${turn.status}`);
+      if (turn.status === "failed" || turn.status === "cancelled") this.error(failureText(turn), turn.status);
       this.round = null;
     }
     this.scroll(true);
@@ -121,13 +121,25 @@ export class Conversation {
     this.round = null;
   }
 
-  error(message) {
+  error(message, status = "failed") {
     const turn = this.current;
+    this.closeRunning(turn, status === "cancelled" ? "cancelled" : "failed");
     const el = h("div", { class: "msg error" }, h("div", { class: "msg-text" }, message));
     (turn ? turn.el : this.root).append(el);
     this.emptyHint.hidden = true;
     this.turnDone();
     this.scroll();
+  }
+
+  // A turn that ended (failed or cancelled) leaves no call "running…".
+  closeRunning(turn, status) {
+    const root = turn ? turn.el : this.root;
+    for (const el of root.querySelectorAll('.call[data-status="running"]')) {
+      el.dataset.status = status;
+      el.querySelector(".call-status").textContent = status;
+      const result = el.querySelector(".call-body .call-pre:nth-of-type(2)");
+      if (result && result.textContent === "waiting for the result…") result.textContent = `no result: the turn was ${status}`;
+    }
   }
 
   notice(message) {
@@ -141,6 +153,11 @@ export class Conversation {
     const nearBottom = root.scrollHeight - root.scrollTop - root.clientHeight < 160;
     if (force || nearBottom) root.scrollTop = root.scrollHeight;
   }
+}
+
+function failureText(turn) {
+  if (turn.failure_reason) return `turn ${turn.status}: ${turn.failure_reason}${turn.failure_message ? ` — ${turn.failure_message}` : ""}`;
+  return `turn ${turn.status}`;
 }
 
 function toolCall(event) {
