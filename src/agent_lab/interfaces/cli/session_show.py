@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agent_lab.application.pricing import format_usd
+from agent_lab.application.pricing import PriceTable, cost_breakdown, format_usd
+from agent_lab.application.session_store import SessionStore
 from agent_lab.interfaces.cli.render import short
 
 Row = Mapping[str, Any]
@@ -45,6 +46,26 @@ def cost_text(cost: Row) -> str:
     roles = cost.get("by_role") or {}
     split = " · ".join(f"{_ROLE_LABELS.get(r, r)} {usd(v)}" for r, v in roles.items())
     return f"{total} — {split}" if split else total
+
+
+def turn_cost_note(
+    store: SessionStore, session_id: str, prices: PriceTable, turn_index: int | None = None
+) -> str | None:
+    """``  cost: $0.0012 — chat … · argument generation …`` of a turn (the last one by
+    default), from the store's call metrics; ``None`` when the turn made no model call.
+    Synchronous: call it from a worker thread on a loop."""
+    costs = cost_breakdown(store.usage_summary(session_id)["calls"], prices)
+    if turn_index is None:
+        turn_index = max(costs.turns, default=None)
+    if turn_index is None or turn_index not in costs.turns:
+        return None
+    split = costs.turn(turn_index)
+    roles = " · ".join(
+        f"{_ROLE_LABELS.get(role, role)} {part.describe()}"
+        for role, part in split.by_role.items()
+        if part.priced_calls or part.unpriced_calls
+    )
+    return f"  cost: {split.total.describe()}" + (f" — {roles}" if roles else "")
 
 
 def print_turns(console: Console, records: Sequence[Row], session_cost: Row) -> None:
