@@ -118,3 +118,29 @@ def test_the_detail_pane_forgets_the_previous_session(page: Page) -> None:
     page.click(".tab[data-view=timeline]")
 
     expect(page.locator("#detail .detail-empty")).to_have_count(1)
+
+
+def test_explain_shows_three_columns_with_differences_and_reopened_dual_arguments(
+    page: Page,
+) -> None:
+    page.click("#new-session")
+    page.check("input[name=mode][value=dual_agent]", force=True)
+    send(page, PROMPT)
+    wait_turn_done(page, 2)
+
+    page.click("#explain-turns")
+
+    dialog = page.locator("#explain-dialog")
+    expect(dialog).to_be_visible()
+    for title in ("What the model saw", "What is stored", "What the user was shown"):
+        expect(dialog.locator(".explain-col h3", has_text=title)).to_have_count(1)
+    expect(dialog.locator(".explain-request").first).to_contain_text("chat_agent_request")
+    expect(dialog.locator(".diff[data-kind=sent_not_stored]")).to_contain_text("EventAgent results")
+    page.click("#explain-close")
+
+    reopened(page)
+    calendar = page.locator(".call", has_text="calendar.schedule.create")
+    expect(calendar).to_have_attribute("data-resolved-by", "argument_generation")
+    expect(calendar.locator(".call-body")).to_contain_text("an argument generation call")
+    page.click(".tab[data-view=timeline]")
+    expect(page.locator(".turn-summary .chip", has_text="cost")).to_contain_text("unknown")

@@ -140,7 +140,11 @@ async def _record(state: WebState, session_id: str, audit_after: int) -> dict[st
     _check_id(session_id)
     try:
         record = await asyncio.to_thread(
-            records.session_record, state.store(), session_id, audit_after=audit_after
+            records.session_record,
+            state.store(),
+            session_id,
+            audit_after=audit_after,
+            prices=state.lab.prices,
         )
     except SessionNotFound:
         raise HTTPException(404, detail=_NOT_FOUND) from None

@@ -28,7 +28,19 @@ export class Conversation {
       if (turn.status === "failed" || turn.status === "cancelled") this.error(failureText(turn), turn.status);
       this.round = null;
     }
+    this.applyRecords(record.records || []);
     this.scroll(true);
+  }
+
+  // The turn records know what the tool calls ran with: dual_agent arguments resolved
+  // after the event was shown, and how they were resolved.
+  applyRecords(records) {
+    for (const turn of records) {
+      for (const event of turn.events || []) {
+        const call = this.calls.get(event.event_id);
+        if (call) setArguments(call, event.arguments, event.resolved_by);
+      }
+    }
   }
 
   renderRound(round) {
@@ -176,7 +188,24 @@ function toolCall(event) {
       h("div", { class: "call-label" }, "Result"),
       result,
       h("div", { class: "call-id" }, `id ${event.id}`)));
-  return { el, status, result };
+  return { el, status, result, argsLine: el.querySelector(".call-args"), argsPre: el.querySelector(".call-body .call-pre") };
+}
+
+const RESOLVED = {
+  model: "written by the chat model", resolver: "the tool's argument resolver",
+  argument_fallback: "an argument fallback call", argument_generation: "an argument generation call",
+  empty: "no arguments needed", not_resolved: "not resolved",
+};
+
+function setArguments(call, args, resolvedBy) {
+  const how = resolvedBy ? ` (${RESOLVED[resolvedBy] || resolvedBy})` : "";
+  if (args && Object.keys(args).length) {
+    call.argsLine.textContent = JSON.stringify(args);
+    call.argsPre.textContent = pretty(args) + how;
+  } else if (resolvedBy) {
+    call.argsPre.textContent = `resolved by the event agent${how}; arguments not recorded`;
+  }
+  call.el.dataset.resolvedBy = resolvedBy || "";
 }
 
 function setResult(call, message) {
