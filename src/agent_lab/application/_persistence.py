@@ -28,6 +28,7 @@ from agent_lab.domain.messages import ChatMessage
 T = TypeVar("T")
 
 LEASE_SECONDS = 30.0
+_HOST = socket.gethostname()
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,10 @@ class NullRecorder:
         return None
 
 
+NULL_RECORDER = NullRecorder()
+"""Stateless, so every session without a store shares this one."""
+
+
 class SessionRecorder:
     """Writes one session's turns, transcript, journal, metrics and audits."""
 
@@ -150,7 +155,9 @@ class SessionRecorder:
         self._audits: list[tuple[int | None, str, dict[str, Any]]] = []
         self._claim_token: str | None = None
         self._claim_wait = claim_wait_seconds
+        self._renewal: asyncio.TimerHandle | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        """A lease renewal being written, if any."""
 
     async def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         audits, self._audits = self._audits, []
@@ -178,33 +185,50 @@ class SessionRecorder:
         self._audits.append((turn_index, event, details))
 
     async def open(self, request: DebugRunRequest, title: str) -> StoredSession:
-        """Create the session if new, claim it (one writer), and read it back."""
-        await self._call(
-            self.store.ensure_session, self.session_id, title, request_snapshot(request)
-        )
-        owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._claim_token = await self._call(
-            self.store.claim_session,
-            self.session_id,
-            owner,
-            lease_seconds=LEASE_SECONDS,
-            wait_seconds=self._claim_wait,
-        )
-        self._heartbeat = asyncio.create_task(self._renew_forever())
-        records = await self._call(self.store.list_messages, self.session_id)
-        next_turn = await self._call(self.store.next_turn_index, self.session_id)
-        return StoredSession(self.session_id, records, next_turn)
+        """Create the session if new, claim it (one writer), and read it back.
 
-    async def _renew_forever(self) -> None:
-        while self._claim_token is not None:
-            await asyncio.sleep(LEASE_SECONDS / 3)
-            with contextlib.suppress(StoreError):
-                await asyncio.to_thread(
-                    self.store.renew_claim,
-                    self.session_id,
-                    self._claim_token,
-                    lease_seconds=LEASE_SECONDS,
-                )
+        All in one trip to the worker thread: a session's setup costs one hand-off,
+        not four.
+        """
+        snapshot = request_snapshot(request)
+        owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+        def open_session() -> StoredSession:
+            store, session_id = self.store, self.session_id
+            store.ensure_session(session_id, title, snapshot)
+            self._claim_token = store.claim_session(
+                session_id, owner, lease_seconds=LEASE_SECONDS, wait_seconds=self._claim_wait
+            )
+            records = store.list_messages(session_id)
+            return StoredSession(session_id, records, store.next_turn_index(session_id))
+
+        try:
+            stored = await self._call(open_session)
+        finally:
+            if self._claim_token is not None:
+                self._schedule_renewal()
+        return stored
+
+    def _schedule_renewal(self) -> None:
+        """Renew the lease every third of it: a timer, not a task per session; a task
+        exists only while a renewal is being written."""
+        loop = asyncio.get_running_loop()
+        self._renewal = loop.call_later(LEASE_SECONDS / 3, self._start_renewal)
+
+    def _start_renewal(self) -> None:
+        self._renewal = None
+        self._heartbeat = asyncio.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        token = self._claim_token
+        if token is None:
+            return
+        with contextlib.suppress(StoreError):
+            await asyncio.to_thread(
+                self.store.renew_claim, self.session_id, token, lease_seconds=LEASE_SECONDS
+            )
+        if self._claim_token is not None:
+            self._schedule_renewal()
 
     async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
         """The turn and its user message, in one transaction."""
@@ -277,14 +301,27 @@ class SessionRecorder:
                 await self._call(lambda: None)
 
     async def close(self) -> None:
-        """Flush audits and give up the writer claim."""
+        """Flush audits and give up the writer claim, in one trip to the worker thread."""
+        if self._renewal is not None:
+            self._renewal.cancel()
+            self._renewal = None
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
             self._heartbeat = None
-        await self.flush()
         token, self._claim_token = self._claim_token, None
-        if token is not None:
-            with contextlib.suppress(StoreError):
-                await asyncio.to_thread(self.store.release_claim, self.session_id, token)
+        if token is None:
+            await self.flush()
+            return
+        audits, self._audits = self._audits, []
+        await asyncio.to_thread(self._flush_and_release, audits, token)
+
+    def _flush_and_release(
+        self, audits: list[tuple[int | None, str, dict[str, Any]]], token: str
+    ) -> None:
+        """Best effort both: audits never fail a turn, and a lost claim is gone anyway."""
+        with contextlib.suppress(StoreError):
+            self._write(audits, lambda: None, (), {})
+        with contextlib.suppress(StoreError):
+            self.store.release_claim(self.session_id, token)

@@ -16,7 +16,7 @@ from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import EventAgentLink
 from agent_lab.application._modes import mode_for
-from agent_lab.application._persistence import NullRecorder, SessionRecorder
+from agent_lab.application._persistence import NULL_RECORDER, SessionRecorder
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
@@ -103,6 +103,10 @@ class SessionRunner:
             else:
                 await self._serve_turns(turn)
         finally:
+            # The engine's event-agent link calls back into this runner: a reference
+            # cycle. Breaking it here frees the session by reference counting, so
+            # finished sessions never wait for (and lengthen) a full collection.
+            self.engine = None
             await self._stop_event_agent()
             await finish_even_if_cancelled(session.recorder.close())
 
@@ -123,7 +127,7 @@ class SessionRunner:
                 history=History(),
                 seen_call_ids=set(),
                 next_turn_index=1,
-                recorder=NullRecorder(),
+                recorder=NULL_RECORDER,
                 one_shot=self.one_shot,
             )
         session_id = self.request.session_id or uuid.uuid4().hex

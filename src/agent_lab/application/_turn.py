@@ -30,6 +30,7 @@ from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application._transcript import chat_request_messages
 from agent_lab.application.contracts import MAX_EVENT_LOOPS
 from agent_lab.application.events import EventBatchExecutor
+from agent_lab.application.loop_lag import monitor_for
 from agent_lab.application.ports import ChatClient
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.tools import ToolRegistry
@@ -149,7 +150,7 @@ class TurnEngine:
 
     async def _run_round(self, turn: TurnState) -> NextStep:
         turn.round_index += 1
-        started = self.clock()
+        started, loop_started = self.clock(), asyncio.get_running_loop().time()
         request = await self._build_request(turn, started)
         streamed = await self._stream(turn, request)
         events = _detected_events(streamed)
@@ -163,7 +164,7 @@ class TurnEngine:
             decision = await self._decide(ctx, batch, streamed)
             user_spoke = await self._persist_batch(ctx, batch, decision)
             step = _policies.next_step(decision, user_spoke=user_spoke)
-        await self._stats(turn, streamed, started)
+        await self._stats(turn, streamed, started, loop_started)
         return step
 
     async def _build_request(self, turn: TurnState, started: float) -> ChatRoundRequest:
@@ -317,7 +318,9 @@ class TurnEngine:
             for call in batch.argument_calls
         ]
 
-    async def _stats(self, turn: TurnState, streamed: StreamedRound, started: float) -> None:
+    async def _stats(
+        self, turn: TurnState, streamed: StreamedRound, started: float, loop_started: float
+    ) -> None:
         ended = self.clock()
         await self.deps.queues.output.put(
             _outputs.round_stats(
@@ -328,10 +331,10 @@ class TurnEngine:
                 bool(streamed.events),
             )
         )
-        await self.auditor.emit(
-            "chat_round_finished",
-            _audit_details.chat_round_finished(turn.index, turn.round_index),
-        )
+        finished = _audit_details.chat_round_finished(turn.index, turn.round_index)
+        loop = asyncio.get_running_loop()
+        finished["loop_lag_ms"] = monitor_for(loop).max_between(loop_started, loop.time())
+        await self.auditor.emit("chat_round_finished", finished)
         turn.metrics.append(
             chat_metric(
                 streamed.call,
