@@ -108,7 +108,7 @@ def test_compare_json_and_tagged_session_titles(cli: Invoke, tmp_path: Path) -> 
     assert document["scenario"] == "demo" and document["repeat"] == 2
     for mode in ("dual_agent", "chat_agent_tools"):
         ttft = document["stats"][mode]["visible TTFT (ms)"]
-        assert set(ttft) == {"median", "p90", "count"} and ttft["count"] == 8
+        assert set(ttft) == {"median", "p90", "count", "unknown"} and ttft["count"] == 8
     assert len(document["sessions"]) == 4
     assert Path(document["report"]["markdown"]).is_file()
     listed = cli("sessions", "list", "--jsonl")
@@ -125,3 +125,46 @@ def test_compare_json_and_tagged_session_titles(cli: Invoke, tmp_path: Path) -> 
     assert ids == {json.loads(line)["id"] for line in listed.stdout.splitlines()}
     replayed = cli("replay", next(iter(ids)), "--speed", "0", "--quiet")
     assert replayed.exit_code == 0, replayed.stdout
+
+
+def test_compare_reports_median_cost_per_turn_and_flags_the_cold_first_call(
+    cli_process: Invoke, home: Path, tmp_path: Path
+) -> None:
+    config = home / "prices.toml"
+    config.write_text('[prices."agent-lab-sim"]\ninput_per_mtok = 1\noutput_per_mtok = 4\n')
+
+    priced = cli_process(
+        "compare",
+        "demo",
+        "--fast",
+        "--json",
+        "--repeat",
+        "2",
+        "--config",
+        str(config),
+        "--out",
+        str(tmp_path / "priced"),
+    )
+    unpriced = cli_process(
+        "compare", "demo", "--fast", "--json", "--out", str(tmp_path / "unpriced")
+    )
+
+    assert priced.exit_code == 0, priced.stderr
+    document = json.loads(priced.stdout)
+    for mode in ("dual_agent", "chat_agent_tools"):
+        cost = document["stats"][mode]["cost / turn (USD)"]
+        assert cost["median"] > 0 and cost["unknown"] == 0
+        assert "provider TTFT, cold left out (ms)" in document["stats"][mode]
+    sessions = document["sessions"]
+    assert sessions[0]["cold_turns"] == [1]  # the process's first model call
+    assert all(s["cold_turns"] == [] for s in sessions[1:])
+    assert all(c is not None and c > 0 for s in sessions for c in s["cost_usd_per_turn"])
+    markdown = Path(document["report"]["markdown"]).read_text()
+    assert "cold: turn 1 made the process's first model call" in markdown
+    assert "| cost / turn (USD) | $" in markdown
+
+    assert unpriced.exit_code == 0, unpriced.stderr
+    stats = json.loads(unpriced.stdout)["stats"]["dual_agent"]["cost / turn (USD)"]
+    assert stats["median"] is None and stats["unknown"] > 0  # unknown, never $0
+    report = Path(json.loads(unpriced.stdout)["report"]["markdown"]).read_text()
+    assert "| cost / turn (USD) | unknown | unknown |" in report

@@ -101,7 +101,7 @@ def test_a_unique_prefix_stands_for_the_session_everywhere(
     deleted = cli("sessions", "delete", "abc1", "--yes")
 
     assert shown.exit_code == 0 and first in shown.stdout
-    assert json.loads(exported.stdout)["session"]["id"] == first
+    assert json.loads(exported.stdout)["session"]["session_id"] == first
     assert continued.exit_code == 0 and session_of(continued.stdout) == first
     assert chatted.exit_code == 0 and f"session {first}" in chatted.stdout
     assert replayed.exit_code == 0, replayed.stdout

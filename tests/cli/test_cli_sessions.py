@@ -50,14 +50,13 @@ def test_list_on_an_empty_database(cli: Invoke) -> None:
     assert "no sessions yet" in result.stdout
 
 
-def test_show_prints_transcript_turn_metrics_and_audit_timeline(
-    cli: Invoke, session_id: str
-) -> None:
+def test_show_prints_turns_turn_metrics_and_audit_timeline(cli: Invoke, session_id: str) -> None:
     result = cli("sessions", "show", session_id)
 
     assert result.exit_code == 0, result.stderr
-    assert "[1] user" in result.stdout and "[2] assistant" in result.stdout
-    assert "Scheduled" in result.stdout  # the template confirmation is in the transcript
+    assert "turn 1 · completed" in result.stdout and "turn 2 · completed" in result.stdout
+    assert "you› Schedule a review" in result.stdout and "assistant›" in result.stdout
+    assert "Scheduled" in result.stdout  # the template confirmation is in its round
     assert "turns" in result.stdout and "wall ms" in result.stdout
     for event in ("session_started", "chat_round_started", "session_finished"):
         assert event in result.stdout
@@ -68,11 +67,14 @@ def test_export_json_holds_everything_recorded(cli: Invoke, session_id: str) -> 
 
     assert result.exit_code == 0, result.stderr
     record = json.loads(result.stdout)
-    assert record["session"]["id"] == session_id
+    assert record["export_version"] == 1 and record["record_version"] == 1
+    assert record["session"]["session_id"] == session_id
     assert [m["role"] for m in record["messages"]][:2] == ["user", "assistant"]
-    assert record["audit_logs"][0]["event"] == "session_started"
-    assert len(record["usage"]["turns"]) == 2
-    assert record["tool_batches"]
+    assert [turn["turn_index"] for turn in record["turns"]] == [1, 2]
+    [first, _] = record["records"]
+    assert first["tool_executions"][0]["event_name"] == "calendar.schedule.create"
+    assert first["tool_executions"][0]["status"] == "succeeded"
+    assert record["cost"]["total_usd"] is None  # the simulated model has no price
 
 
 def test_export_jsonl_to_a_file(cli: Invoke, session_id: str, tmp_path: Path) -> None:
@@ -82,8 +84,10 @@ def test_export_jsonl_to_a_file(cli: Invoke, session_id: str, tmp_path: Path) ->
 
     assert result.exit_code == 0, result.stderr
     records = [json.loads(line) for line in target.read_text().splitlines()]
-    kinds = {record["type"] for record in records}
-    assert {"session", "message", "audit", "usage", "turn", "tool_batch"} <= kinds
+    kinds = [record["kind"] for record in records]
+    assert kinds[0] == "session" and kinds[-1] == "cost"
+    assert {"session", "turn", "message", "record", "cost"} == set(kinds)
+    assert kinds.count("record") == kinds.count("turn") == 2
 
 
 def test_export_with_an_unknown_format_is_a_usage_error(cli: Invoke, session_id: str) -> None:

@@ -101,13 +101,14 @@ def test_export_json_and_jsonl(settings: LabSettings) -> None:
         bad = client.get("/api/sessions/exp/export?format=xml")
     assert as_json.headers["content-disposition"] == 'attachment; filename="agent-lab-exp.json"'
     document = as_json.json()
-    assert document["session"]["id"] == "exp" and document["audit"] and document["calls"]
+    assert document["export_version"] == 1 and document["session"]["session_id"] == "exp"
+    assert document["records"] and document["records"][0]["model_calls"]
     lines = [json.loads(line) for line in as_lines.text.splitlines()]
     assert as_lines.headers["content-type"].startswith("application/x-ndjson")
     assert lines[0]["kind"] == "session"
     kinds = {line["kind"] for line in lines}
-    assert {"session", "turn", "message", "call", "audit"} <= kinds
-    assert sum(line["kind"] == "audit" for line in lines) == len(document["audit"])
+    assert {"session", "turn", "message", "record", "cost"} == kinds
+    assert sum(line["kind"] == "record" for line in lines) == len(document["records"])
     assert bad.status_code == 422
 
 

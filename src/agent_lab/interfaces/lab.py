@@ -24,15 +24,26 @@ from agent_lab.application.contracts import (
     ToolInvocationMode,
 )
 from agent_lab.application.ports import ChatClient
+from agent_lab.application.pricing import PriceTable
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain.errors import ConfigError
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+from agent_lab.infrastructure.prices import GenaiPriceTable, price_table
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.interfaces.settings import LabSettings
 
 SIMULATED_NOTICE = "simulated model — set OPENAI_BASE_URL or --base-url for a real one"
+
+
+def lab_prices(settings: LabSettings) -> PriceTable:
+    """The price table of these settings: their ``prices`` overrides, then genai-prices.
+
+    Building it is cheap; the library's data loads on the first lookup (a few tenths of
+    a second; the ``Lab`` loads it off the event loop when it opens).
+    """
+    return price_table(settings.prices, base_url=settings.base_url)
 
 
 class Lab:
@@ -46,6 +57,7 @@ class Lab:
         self.model = ""
         self.chat_client: ChatClient | None = None
         self.store: SQLiteSessionStore | None = None
+        self.prices: PriceTable = lab_prices(settings)
 
     @property
     def registry(self) -> ToolRegistry:
@@ -75,6 +87,7 @@ class Lab:
                 )
             )
             self.store = SQLiteSessionStore(self.settings.database())
+            await asyncio.to_thread(GenaiPriceTable().load)  # warms the shared data
             self._stack.callback(self.store.close)
             self._check_tools()
         except BaseException:

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from agent_lab.application.contracts import ToolInvocationMode
+from agent_lab.application.pricing import Price
 from agent_lab.domain.errors import ConfigError
 
 SIMULATED_MODEL = "agent-lab-sim"
@@ -78,6 +79,8 @@ class LabSettings(BaseModel):
     simulated_tokens_per_second: float = Field(default=40.0, ge=0)
     local: bool = False
     """Run the bundled small model through llama.cpp (the ``local`` extra)."""
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """Price overrides by model name (``[prices."model"]`` in the config file)."""
 
     @property
     def simulated(self) -> bool:
@@ -204,6 +207,8 @@ def _from_toml(path: Path) -> dict[str, Any]:
     section = data.get("agent_lab", data)
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: [agent_lab] must be a table")
+    if section is not data and "prices" in data:  # a top-level [prices] next to [agent_lab]
+        section = {**section, "prices": {**data["prices"], **section.get("prices", {})}}
     for key in section:
         if key not in LabSettings.model_fields:
             raise ConfigError(f"{path}: unknown key {key!r}{_closest(key)}")

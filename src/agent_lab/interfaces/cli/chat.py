@@ -48,6 +48,7 @@ from agent_lab.interfaces.cli.options import (
 )
 from agent_lab.interfaces.cli.render import ConversationRenderer
 from agent_lab.interfaces.cli.run import build_request
+from agent_lab.interfaces.cli.session_show import turn_cost_note
 
 if TYPE_CHECKING:
     from agent_lab.interfaces.lab import Lab
@@ -195,12 +196,24 @@ class ChatLoop:
         end = await self.driver.first_turn(request)
         while True:
             code = self._report(end)
+            await self._cost(end)
             if code is not None:
                 return code
             line = await self._read()
             if line is None:
                 return EXIT_RUN_FAILED if self._failed else EXIT_OK
             end = await self.driver.next_turn(line)
+
+    async def _cost(self, end: TurnEnd) -> None:
+        """The turn's cost (per role), once it is stored."""
+        session_id, store = self.driver.session_id, self.lab.store
+        if session_id is None or store is None or end.turn_index is None:
+            return
+        note = await asyncio.to_thread(
+            turn_cost_note, store, session_id, self.lab.prices, end.turn_index
+        )
+        if note:
+            self.renderer.note(note)
 
     def _report(self, end: TurnEnd) -> int | None:
         """Show how a turn ended; an exit code when the session cannot go on."""

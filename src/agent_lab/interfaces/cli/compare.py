@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
+from agent_lab.application.pricing import CostBreakdown, PriceTable, cost_breakdown
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.domain.errors import ConfigError
 from agent_lab.interfaces.cli.common import scratch_registry
@@ -26,7 +27,9 @@ if TYPE_CHECKING:
     from agent_lab.interfaces.lab import Lab
 
 __all__ = [
+    "COST_METRIC",
     "SESSION_METRICS",
+    "WARM_METRICS",
     "TURN_METRICS",
     "MetricStats",
     "SessionRun",
@@ -56,6 +59,10 @@ class TurnSample:
     tool_count: int = 0
     total_tokens: int = 0
     cached_tokens: int = 0
+    cost_usd: float | None = None
+    """The turn's model calls in US dollars; ``None`` when any of them is unpriced."""
+    cold: bool = False
+    """The turn made the first model call of the process (client warm-up, connect)."""
 
 
 @dataclass(frozen=True)
@@ -133,12 +140,15 @@ async def run_scenario(
     hooks: TurnHooks | None = None,
     *,
     tag: str | None = None,
+    cold_start: bool = False,
 ) -> SessionRun:
     """Run every user turn of ``scenario`` as one persisted session in ``mode``.
 
     A turn starts once the previous one ended; a tool that terminates the session ends
     the scenario early. A ``tag`` such as ``[compare demo #3]`` goes in front of the
     session's title, so repeated sessions stay apart in ``agent-lab sessions list``.
+    ``cold_start``: this session makes the process's first model call, so its first
+    turn is flagged cold.
     """
     hooks = hooks or TurnHooks()
     request = scenario_request(lab, scenario, mode)
@@ -157,11 +167,24 @@ async def run_scenario(
             await driver.aclose()
     summary = lab.store.usage_summary(driver.session_id) if driver.session_id else {}
     errors = [end.error["message"] for end in ends if end.error]
-    return SessionRun(mode, driver.session_id, turn_samples(ends, summary), summary, errors)
+    samples = turn_samples(ends, summary, lab.prices, cold_start=cold_start)
+    return SessionRun(mode, driver.session_id, samples, summary, errors)
 
 
-def turn_samples(ends: Sequence[TurnEnd], summary: Mapping[str, Any]) -> list[TurnSample]:
-    """Join the live turn ends with the persisted per-turn metrics."""
+def turn_samples(
+    ends: Sequence[TurnEnd],
+    summary: Mapping[str, Any],
+    prices: PriceTable | None = None,
+    *,
+    cold_start: bool = False,
+) -> list[TurnSample]:
+    """Join the live turn ends with the persisted per-turn metrics and costs.
+
+    With ``cold_start`` the first turn is flagged ``cold``: it made the process's first
+    model call, whose time includes client warm-up and connection setup.
+    """
+    costs = cost_breakdown(summary.get("calls") or [], prices) if prices else None
+    first = min((end.turn_index for end in ends if end.turn_index is not None), default=None)
     persisted = {turn["turn_index"]: turn for turn in summary.get("turns") or []}
     provider_ttft = {
         call["turn_index"]: call.get("ttft_ms")
@@ -188,19 +211,34 @@ def turn_samples(ends: Sequence[TurnEnd], summary: Mapping[str, Any]) -> list[Tu
                 tool_count=int(turn.get("tool_count", 0)),
                 total_tokens=int(turn.get("total_tokens", 0)),
                 cached_tokens=int(turn.get("cached_tokens", 0)),
+                cost_usd=_turn_cost(costs, end.turn_index),
+                cold=cold_start and end.turn_index == first,
             )
         )
     return samples
 
 
+def _turn_cost(costs: CostBreakdown | None, turn_index: int) -> float | None:
+    amount = costs.turn(turn_index).total.amount if costs is not None else None
+    return None if amount is None else float(amount)
+
+
 # ------------------------------------------------------------------- statistics
 
+COST_METRIC = "cost / turn (USD)"
 TURN_METRICS: tuple[tuple[str, str], ...] = (
     ("visible TTFT (ms)", "visible_ttft_ms"),
     ("provider TTFT (ms)", "provider_ttft_ms"),
     ("turn wall time (ms)", "wall_time_ms"),
+    (COST_METRIC, "cost_usd"),
 )
-"""Per-turn latencies: label and ``TurnSample`` field."""
+"""Per-turn latencies and cost: label and ``TurnSample`` field."""
+
+WARM_METRICS: tuple[tuple[str, str], ...] = (
+    ("visible TTFT, cold left out (ms)", "visible_ttft_ms"),
+    ("provider TTFT, cold left out (ms)", "provider_ttft_ms"),
+)
+"""The latencies again, without the turns flagged ``cold``."""
 
 SESSION_METRICS: tuple[tuple[str, str], ...] = (
     ("tokens / session", "total_tokens"),
@@ -219,14 +257,18 @@ class MetricStats:
     median: float | None
     p90: float | None
     count: int
+    unknown: int = 0
+    """Samples that had no value (an unpriced cost, a turn without text)."""
 
     @classmethod
     def of(cls, values: Iterable[float | int | None]) -> MetricStats:
         """Statistics over the values that are not ``None``."""
-        present = sorted(float(value) for value in values if value is not None)
+        given = list(values)
+        present = sorted(float(value) for value in given if value is not None)
+        unknown = len(given) - len(present)
         if not present:
-            return cls(None, None, 0)
-        return cls(statistics.median(present), percentile(present, 90), len(present))
+            return cls(None, None, 0, unknown)
+        return cls(statistics.median(present), percentile(present, 90), len(present), unknown)
 
 
 def percentile(sorted_values: Sequence[float], rank: float) -> float:
@@ -249,6 +291,9 @@ def summarize_runs(
             label: MetricStats.of(getattr(turn, name) for turn in turns)
             for label, name in TURN_METRICS
         }
+        warm = [turn for turn in turns if not turn.cold]
+        for label, name in WARM_METRICS:
+            stats[label] = MetricStats.of(getattr(turn, name) for turn in warm)
         for label, key in SESSION_METRICS:
             stats[label] = MetricStats.of(run.totals.get(key) for run in mine)
         result[mode] = stats

@@ -159,7 +159,13 @@ def result_document(result: CompareResult, files: ReportFiles) -> dict[str, Any]
             for mode in result.modes
         },
         "sessions": [
-            {"mode": run.mode, "session_id": run.session_id, "errors": run.errors}
+            {
+                "mode": run.mode,
+                "session_id": run.session_id,
+                "errors": run.errors,
+                "cold_turns": [turn.turn_index for turn in run.turns if turn.cold],
+                "cost_usd_per_turn": [turn.cost_usd for turn in run.turns],
+            }
             for run in result.runs
         ],
         "report": {
@@ -194,7 +200,8 @@ async def _run_all(
                 progress.update(task, description=f"{mode} #{index + 1}")
                 tag = f"[compare {scenario.name} #{index + 1}]"
                 hooks = TurnHooks(after_turn=after_turn)
-                run = await run_scenario(lab, scenario, mode, hooks, tag=tag)
+                cold = not runs  # the first session makes the process's first model call
+                run = await run_scenario(lab, scenario, mode, hooks, tag=tag, cold_start=cold)
                 runs.append(run)
         progress.update(task, completed=total, description="done")
     return runs

@@ -13,13 +13,17 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_lab.application.contracts import ToolInvocationMode
+from agent_lab.application.pricing import format_usd
 from agent_lab.interfaces.cli.compare import (
+    COST_METRIC,
     SESSION_METRICS,
     TURN_METRICS,
+    WARM_METRICS,
     MetricStats,
     SessionRun,
 )
@@ -58,15 +62,23 @@ class ReportFiles:
 def stats_rows(result: CompareResult) -> list[tuple[str, list[str]]]:
     """One row per metric: ``median / p90`` for every mode."""
     rows = []
-    for label, _ in (*TURN_METRICS, *SESSION_METRICS):
-        rows.append((label, [_cell(result.stats[mode][label]) for mode in result.modes]))
+    for label, _ in (*TURN_METRICS, *WARM_METRICS, *SESSION_METRICS):
+        rows.append((label, [_cell(result.stats[mode][label], label) for mode in result.modes]))
     return rows
 
 
-def _cell(stats: MetricStats) -> str:
+def _cell(stats: MetricStats, label: str = "") -> str:
+    if label == COST_METRIC:
+        if stats.unknown or stats.median is None or stats.p90 is None:
+            return "unknown"  # never $0 for a model without a price
+        return f"{_usd(stats.median)} / {_usd(stats.p90)}"
     if stats.median is None or stats.p90 is None:
         return "–"
     return f"{_number(stats.median)} / {_number(stats.p90)}"
+
+
+def _usd(value: float) -> str:
+    return format_usd(Decimal(str(value)))
 
 
 def _number(value: float) -> str:
@@ -115,7 +127,11 @@ def _markdown(result: CompareResult, plot_name: str) -> str:
 
 
 def _errors_note(run: SessionRun) -> str:
-    return f" — {len(run.errors)} failed turn(s): {run.errors[0]}" if run.errors else ""
+    cold = [turn.turn_index for turn in run.turns if turn.cold]
+    note = f" — cold: turn {cold[0]} made the process's first model call" if cold else ""
+    if run.errors:
+        note += f" — {len(run.errors)} failed turn(s): {run.errors[0]}"
+    return note
 
 
 def _html(result: CompareResult, svg: str) -> str:

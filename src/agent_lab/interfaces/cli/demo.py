@@ -73,7 +73,8 @@ async def _demo(options: LabOptions, *, fast: bool) -> int:
         notice(console, lab.endpoint_description)
         for mode in scenario.modes:
             console.rule(f"[bold]{mode}")
-            runs.append(await run_scenario(lab, scenario, mode, _live(console)))
+            cold = not runs  # the first session makes the first model call
+            runs.append(await run_scenario(lab, scenario, mode, _live(console), cold_start=cold))
     console.print()
     console.print(demo_table(runs))
     _print_next_steps(console, runs, options)

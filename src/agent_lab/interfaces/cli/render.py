@@ -91,6 +91,8 @@ class ConversationRenderer:
         self.show_stats = show_stats
         self._line_open = False
         self._usage_seen = False
+        self.session_id: str | None = None
+        """The session of the conversation, once ``session_started`` named it."""
 
     def render(self, message: OutputMessage) -> None:
         """Print one output message."""
@@ -110,6 +112,7 @@ class ConversationRenderer:
         elif message["type"] == "session_started":
             self.end_line()
             if "session_id" in message:
+                self.session_id = message["session_id"]
                 self.console.print(Text(f"session {message['session_id']}", style="dim"))
         elif message["type"] == "audit":
             self.end_line()

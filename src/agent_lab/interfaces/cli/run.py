@@ -44,6 +44,7 @@ from agent_lab.interfaces.cli.options import (
     ToolOption,
 )
 from agent_lab.interfaces.cli.render import ConversationRenderer, JsonLinesWriter
+from agent_lab.interfaces.cli.session_show import turn_cost_note
 
 if TYPE_CHECKING:
     from agent_lab.interfaces.lab import Lab
@@ -174,11 +175,21 @@ async def _run(
         last = await stream_turn(lab.runtime(), request, sink)
         if isinstance(sink, ConversationRenderer):
             sink.end_line()
+            await _print_cost(lab, sink)
     if last["type"] == "done":
         return EXIT_OK
     code, line = run_failure(last)
     print_error(line)
     return code
+
+
+async def _print_cost(lab: Lab, sink: ConversationRenderer) -> None:
+    """The turn's cost (per role) under its conversation."""
+    if sink.session_id is None or lab.store is None:
+        return
+    note = await asyncio.to_thread(turn_cost_note, lab.store, sink.session_id, lab.prices)
+    if note:
+        sink.note(note)
 
 
 def build_request(

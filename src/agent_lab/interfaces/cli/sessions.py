@@ -10,8 +10,10 @@ import orjson
 import typer
 from rich.text import Text
 
+from agent_lab.application.pricing import PriceTable
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.interfaces.cli.common import (
+    LabOptions,
     fail,
     guard,
     help_text,
@@ -19,6 +21,7 @@ from agent_lab.interfaces.cli.common import (
     stdout_console,
 )
 from agent_lab.interfaces.cli.options import (
+    ConfigOption,
     DbOption,
     HomeOption,
     ModeOption,
@@ -26,7 +29,6 @@ from agent_lab.interfaces.cli.options import (
 from agent_lab.interfaces.cli.render import (
     audit_timeline_table,
     sessions_table,
-    transcript_lines,
     turn_metrics_table,
 )
 from agent_lab.interfaces.cli.session_ids import find_session
@@ -37,6 +39,10 @@ from agent_lab.interfaces.cli.session_queries import (
     open_store,
     parse_age,
 )
+from agent_lab.interfaces.cli.session_show import print_explained, print_turns
+from agent_lab.interfaces.explain_view import explain_turns
+from agent_lab.interfaces.lab import lab_prices
+from agent_lab.interfaces.turn_views import export_json, export_jsonl, session_export
 
 SESSIONS_HELP = """List, show, export, delete and prune the sessions saved in the database.
 
@@ -69,8 +75,11 @@ def build_sessions_app() -> typer.Typer:
     )(list_sessions)
     app.command(
         "show",
-        help="Show a session's transcript, per-turn metrics and audit timeline.\n\n"
-        "Examples:\n\n  agent-lab sessions show 3f2a...",
+        help="Show a session turn by turn: text, tool calls with their arguments, results "
+        "and statuses, failure reasons, and cost per call, round, turn and session; then "
+        "the per-turn metrics and the audit timeline.\n\n"
+        "Examples:\n\n  agent-lab sessions show 3f2a...\n\n"
+        "  agent-lab sessions show 3f2a... --explain",
     )(show_session)
     app.command(
         "export",
@@ -122,20 +131,37 @@ def list_sessions(
         stdout_console().print(sessions_table(sessions))
 
 
-def show_session(session_id: SessionId, db: DbOption = None, home: HomeOption = None) -> None:
-    """Print the transcript, per-turn metrics and audit timeline of a session."""
+def show_session(
+    session_id: SessionId,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="Per turn, what the model saw, what is stored and what was shown, side "
+            "by side, with their differences and the repairs a restore applied.",
+        ),
+    ] = False,
+    config: ConfigOption = None,
+    db: DbOption = None,
+    home: HomeOption = None,
+) -> None:
+    """Print every turn (text, tool calls, results, failures, cost) and the audit timeline."""
+    with guard():
+        prices = lab_prices(LabOptions(config=config, db=db, home=home).settings())
     with open_store(db, home) as store:
         session = _require(store, session_id)
         session_id = str(session["id"])
-        messages = store.list_messages(session_id)
+        document = session_export(store, session_id, prices)
+        explained = explain_turns(store, session_id, prices) if explain else []
         summary = store.usage_summary(session_id)
         audits = store.list_audit_logs(session_id)
     console = stdout_console()
     console.print(Text.assemble((str(session["title"]), "bold"), f"  ({session.get('mode')})"))
     console.print(f"session {session_id} · created {session.get('created_at')}", style="dim")
-    console.rule("transcript")
-    for line in transcript_lines(messages):
-        console.print(line)
+    if explain:
+        print_explained(console, explained)
+        return
+    print_turns(console, document["records"], document["cost"])
     console.print(turn_metrics_table(summary))
     console.print(audit_timeline_table(audits))
 
@@ -149,6 +175,7 @@ def export_session(
         Path | None,
         typer.Option("--out", dir_okay=False, help="Write here instead of stdout."),
     ] = None,
+    config: ConfigOption = None,
     db: DbOption = None,
     home: HomeOption = None,
 ) -> None:
@@ -156,8 +183,10 @@ def export_session(
     if export_format not in ("json", "jsonl"):
         with guard():
             fail(f"unknown format {export_format!r} (use json or jsonl)")
+    with guard():
+        prices = lab_prices(LabOptions(config=config, db=db, home=home).settings())
     with open_store(db, home) as store:
-        record = session_record(store, session_id)
+        record = session_record(store, session_id, prices)
     if out is None:
         _write_export(sys.stdout, record, export_format)
         return
@@ -215,17 +244,12 @@ def prune_sessions(
     console.print(f"deleted {len(stale)} session(s) older than {older}")
 
 
-def session_record(store: SQLiteSessionStore, session_id: str) -> dict[str, Any]:
-    """Everything recorded for a session: summary, messages, audits, usage, tool batches."""
+def session_record(
+    store: SQLiteSessionStore, session_id: str, prices: PriceTable
+) -> dict[str, Any]:
+    """The session's export document (the schema the web lab exports too)."""
     session = _require(store, session_id)
-    session_id = str(session["id"])
-    return {
-        "session": session,
-        "messages": store.list_messages(session_id, include_pending=True),
-        "audit_logs": store.list_audit_logs(session_id),
-        "usage": store.usage_summary(session_id),
-        "tool_batches": store.list_batches(session_id),
-    }
+    return session_export(store, str(session["id"]), prices)
 
 
 def _require(store: SQLiteSessionStore, session_id: str) -> dict[str, Any]:
@@ -236,16 +260,9 @@ def _require(store: SQLiteSessionStore, session_id: str) -> dict[str, Any]:
 
 def _write_export(stream: IO[str], record: dict[str, Any], export_format: str) -> None:
     if export_format == "json":
-        _write_json(stream, record)
+        stream.write(export_json(record))
         return
-    lines = [{"type": "session", **record["session"]}]
-    lines += [{"type": "message", **message} for message in record["messages"]]
-    lines += [{"type": "audit", **audit} for audit in record["audit_logs"]]
-    lines += [{"type": "usage", **call} for call in record["usage"]["calls"]]
-    lines += [{"type": "turn", **turn} for turn in record["usage"]["turns"]]
-    lines += [{"type": "tool_batch", **batch} for batch in record["tool_batches"]]
-    for line in lines:
-        stream.write(orjson.dumps(line, default=str).decode() + "\n")
+    stream.write(export_jsonl(record))
 
 
 def _write_json(stream: IO[str], value: object) -> None:

@@ -6,12 +6,14 @@ thread. Audit records carry ``offset`` (their store id, increasing per store).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
+from agent_lab.application.pricing import PriceTable, cost_breakdown
 from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.errors import SessionNotFound
+from agent_lab.interfaces.turn_views import turn_records
 
 
 def session_summaries(store: SessionStore, live: set[str]) -> list[dict[str, Any]]:
@@ -50,6 +52,7 @@ def session_record(
     *,
     before_turn: int | None = None,
     audit_after: int = 0,
+    prices: PriceTable | None = None,
 ) -> dict[str, Any]:
     """A session's transcript, audit trail (with offsets), per-turn metrics and usage.
 
@@ -59,6 +62,8 @@ def session_record(
         before_turn: Keep only messages and audits of turns before this index (the
             live part of a session is replayed from memory instead).
         audit_after: Only audits whose offset is greater.
+        prices: Price the calls: ``cost`` (US dollars, ``None`` when unknown) on every
+            turn, call and the usage totals, and the turn ``records``.
 
     Raises:
         SessionNotFound: no such session.
@@ -72,24 +77,51 @@ def session_record(
     if before_turn is not None:
         messages = [m for m in messages if _before(m.get("turn_index"), before_turn)]
         audits = [a for a in audits if _before(a.get("turn_index"), before_turn)]
+    calls = usage["calls"]
+    turns = usage["turns"]
+    turn_rows: list[dict[str, Any]] = []
+    if prices is not None:
+        calls, turns, usage["session"] = _priced(calls, turns, usage["session"], prices)
+        turn_rows = turn_records(store, session_id, prices)
+        if before_turn is not None:
+            turn_rows = [row for row in turn_rows if row["turn_index"] < before_turn]
     return {
         "session": session,
+        "records": turn_rows,
         "messages": messages,
         "audit": [{"offset": audit["id"], **audit} for audit in audits],
-        "turns": usage["turns"],
-        "calls": usage["calls"],
+        "turns": turns,
+        "calls": calls,
         "usage": usage["session"],
     }
 
 
-def export_lines(record: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The record as JSON Lines objects, each tagged with its ``kind``."""
-    yield {"kind": "session", **record["session"], "usage": record["usage"]}
-    for kind, key in (("turn", "turns"), ("message", "messages"), ("call", "calls")):
-        for item in record[key]:
-            yield {"kind": kind, **item}
-    for audit in record["audit"]:
-        yield {"kind": "audit", **audit}
+def _priced(
+    calls: list[dict[str, Any]],
+    turns: list[dict[str, Any]],
+    totals: dict[str, Any],
+    prices: PriceTable,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    costs = cost_breakdown(calls, prices)
+    by_key = {cost.metric_key: cost.amount for cost in costs.calls}
+    priced_calls = [{**call, "cost": _float(by_key.get(call["metric_key"]))} for call in calls]
+    priced_turns = [
+        {
+            **turn,
+            "cost": _float(costs.turn(turn["turn_index"]).total.amount),
+            "cost_by_role": {
+                role: _float(part.amount)
+                for role, part in costs.turn(turn["turn_index"]).by_role.items()
+                if part.priced_calls or part.unpriced_calls
+            },
+        }
+        for turn in turns
+    ]
+    return priced_calls, priced_turns, {**totals, "cost": _float(costs.session.total.amount)}
+
+
+def _float(amount: Decimal | None) -> float | None:
+    return None if amount is None else float(amount)
 
 
 def tool_catalog(registry: ToolRegistry, enabled: list[str]) -> list[dict[str, Any]]:

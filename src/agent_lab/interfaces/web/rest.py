@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
+import agent_lab.interfaces.turn_views as turn_views
 import agent_lab.interfaces.web.records as records
+from agent_lab.application.pricing import PriceTable
+from agent_lab.application.session_store import SessionStore
 from agent_lab.domain.errors import SessionNotFound
-from agent_lab.interfaces.web.hub import dumps
+from agent_lab.interfaces.explain_view import explain_turns
 from agent_lab.interfaces.web.state import WebState, web_state
 
 ExportFormat = Literal["json", "jsonl"]
 MAX_ID_CHARS = 200
 """Longest session id (as the store allows); longer ones are simply unknown."""
 _NOT_FOUND = "no such session"
+_View = TypeVar("_View")
 
 router = APIRouter(prefix="/api")
 
@@ -92,21 +97,54 @@ async def export_session(
     export_format: ExportFormat = Query(default="json", alias="format"),
     state: WebState = Depends(_state),
 ) -> Response:
-    """The whole session as one JSON document or as JSON Lines (one record a line)."""
-    record = await _record(state, session_id, 0)
+    """The session's export document (the schema ``agent-lab sessions export`` writes),
+    as one JSON document or as JSON Lines."""
+    document = await _view(state, session_id, turn_views.session_export)
     name = f"agent-lab-{_safe_name(session_id)}.{export_format}"
     headers = {"Content-Disposition": f'attachment; filename="{name}"'}
     if export_format == "jsonl":
-        body = "".join(dumps(line) + "\n" for line in records.export_lines(record))
+        body = turn_views.export_jsonl(document)
         return Response(body, media_type="application/x-ndjson", headers=headers)
-    return Response(dumps(record), media_type="application/json", headers=headers)
+    return Response(
+        turn_views.export_json(document), media_type="application/json", headers=headers
+    )
+
+
+@router.get("/sessions/{session_id}/records")
+async def session_records(session_id: str, state: WebState = Depends(_state)) -> dict[str, Any]:
+    """The session's turn records: rounds, tool calls with arguments, failures, cost."""
+    document = await _view(state, session_id, turn_views.session_export)
+    return {"records": document["records"], "cost": document["cost"]}
+
+
+@router.get("/sessions/{session_id}/explain")
+async def explain_session(session_id: str, state: WebState = Depends(_state)) -> dict[str, Any]:
+    """Per turn: what the model saw, what is stored, what was shown, and the differences."""
+    turns = await _view(state, session_id, explain_turns)
+    return {"turns": turns}
+
+
+async def _view(
+    state: WebState, session_id: str, view: Callable[[SessionStore, str, PriceTable], _View]
+) -> _View:
+    _check_id(session_id)
+    try:
+        result = await asyncio.to_thread(view, state.store(), session_id, state.lab.prices)
+    except SessionNotFound:
+        raise HTTPException(404, detail=_NOT_FOUND) from None
+    masked: _View = state.masker.value(result)
+    return masked
 
 
 async def _record(state: WebState, session_id: str, audit_after: int) -> dict[str, Any]:
     _check_id(session_id)
     try:
         record = await asyncio.to_thread(
-            records.session_record, state.store(), session_id, audit_after=audit_after
+            records.session_record,
+            state.store(),
+            session_id,
+            audit_after=audit_after,
+            prices=state.lab.prices,
         )
     except SessionNotFound:
         raise HTTPException(404, detail=_NOT_FOUND) from None

@@ -284,7 +284,11 @@ class Connection:
         store = self.state.store()
         try:
             return await asyncio.to_thread(
-                records.session_record, store, self.session_id, before_turn=before_turn
+                records.session_record,
+                store,
+                self.session_id,
+                before_turn=before_turn,
+                prices=self.state.lab.prices,
             )
         except SessionNotFound:
             return None

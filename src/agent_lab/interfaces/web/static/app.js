@@ -5,6 +5,7 @@ import { api, ApiError, askToken, captureTokenFromFragment, download } from "./a
 import { loadCompare } from "./compare-view.js";
 import { ConfigPanel } from "./config.js";
 import { Conversation } from "./conversation.js";
+import { openExplain } from "./explain.js";
 import { $, h, ms, num, shortId, toast } from "./dom.js";
 import { budgetNotice, budgetSpent, clearFieldErrors, LiveFigures, QueuedMessages, showFieldError } from "./feedback.js";
 import { groupAudits } from "./history.js";
@@ -97,6 +98,10 @@ function wireControls() {
   $("#cancel-turn").addEventListener("click", () => state.socket?.send({ type: "cancel" }));
   $("#end-session").addEventListener("click", () => state.socket?.send({ type: "close" }));
   $("#new-session").addEventListener("click", newSession);
+  $("#explain-turns").addEventListener("click", () => {
+    if (state.sessionId) openExplain(state.sessionId).catch((error) => toast(`explain failed: ${error.message}`));
+  });
+  $("#explain-close").addEventListener("click", () => $("#explain-dialog").close());
   $("#reset-config").addEventListener("click", () => config.reset());
   $("#refresh-sessions").addEventListener("click", loadSessions);
   $("#timeline-turn").addEventListener("change", (event) => { state.timelineTurn = Number(event.target.value); renderTimeline(state); });
@@ -119,6 +124,7 @@ function setPhase(phase) {
   pill.textContent = STATUS_TEXT[phase] || phase;
   $("#cancel-turn").disabled = phase !== "running";
   $("#end-session").disabled = !(phase === "live" || phase === "running");
+  $("#explain-turns").disabled = !state.sessionId || phase === "running";
 }
 
 // ---------------------------------------------------------------- session socket
@@ -318,7 +324,7 @@ function onAudit(message) {
 }
 
 function onTurnEnd(message) {
-  if (message.type === "error") conversation.error(message.message);
+  if (message.type === "error") conversation.error(message.message, message.failure_reason === "cancelled" ? "cancelled" : "failed");
   else conversation.turnDone();
   if (state.phase === "running") setPhase("live");
   refreshRecord();

@@ -25,10 +25,22 @@ export class Conversation {
       this.user(turn.index, turn.user);
       for (const round of turn.rounds) this.renderRound(round);
       if (turn.extra.length) this.delta(turn.extra.join(" "));
-      if (turn.status === "failed" || turn.status === "cancelled") this.error(`turn ${turn.status}`);
+      if (turn.status === "failed" || turn.status === "cancelled") this.error(failureText(turn), turn.status);
       this.round = null;
     }
+    this.applyRecords(record.records || []);
     this.scroll(true);
+  }
+
+  // The turn records know what the tool calls ran with: dual_agent arguments resolved
+  // after the event was shown, and how they were resolved.
+  applyRecords(records) {
+    for (const turn of records) {
+      for (const event of turn.events || []) {
+        const call = this.calls.get(event.event_id);
+        if (call) setArguments(call, event.arguments, event.resolved_by);
+      }
+    }
   }
 
   renderRound(round) {
@@ -121,13 +133,25 @@ export class Conversation {
     this.round = null;
   }
 
-  error(message) {
+  error(message, status = "failed") {
     const turn = this.current;
+    this.closeRunning(turn, status === "cancelled" ? "cancelled" : "failed");
     const el = h("div", { class: "msg error" }, h("div", { class: "msg-text" }, message));
     (turn ? turn.el : this.root).append(el);
     this.emptyHint.hidden = true;
     this.turnDone();
     this.scroll();
+  }
+
+  // A turn that ended (failed or cancelled) leaves no call "running…".
+  closeRunning(turn, status) {
+    const root = turn ? turn.el : this.root;
+    for (const el of root.querySelectorAll('.call[data-status="running"]')) {
+      el.dataset.status = status;
+      el.querySelector(".call-status").textContent = status;
+      const result = el.querySelector(".call-body .call-pre:nth-of-type(2)");
+      if (result && result.textContent === "waiting for the result…") result.textContent = `no result: the turn was ${status}`;
+    }
   }
 
   notice(message) {
@@ -141,6 +165,11 @@ export class Conversation {
     const nearBottom = root.scrollHeight - root.scrollTop - root.clientHeight < 160;
     if (force || nearBottom) root.scrollTop = root.scrollHeight;
   }
+}
+
+function failureText(turn) {
+  if (turn.failure_reason) return `turn ${turn.status}: ${turn.failure_reason}${turn.failure_message ? ` — ${turn.failure_message}` : ""}`;
+  return `turn ${turn.status}`;
 }
 
 function toolCall(event) {
@@ -159,7 +188,24 @@ function toolCall(event) {
       h("div", { class: "call-label" }, "Result"),
       result,
       h("div", { class: "call-id" }, `id ${event.id}`)));
-  return { el, status, result };
+  return { el, status, result, argsLine: el.querySelector(".call-args"), argsPre: el.querySelector(".call-body .call-pre") };
+}
+
+const RESOLVED = {
+  model: "written by the chat model", resolver: "the tool's argument resolver",
+  argument_fallback: "an argument fallback call", argument_generation: "an argument generation call",
+  empty: "no arguments needed", not_resolved: "not resolved",
+};
+
+function setArguments(call, args, resolvedBy) {
+  const how = resolvedBy ? ` (${RESOLVED[resolvedBy] || resolvedBy})` : "";
+  if (args && Object.keys(args).length) {
+    call.argsLine.textContent = JSON.stringify(args);
+    call.argsPre.textContent = pretty(args) + how;
+  } else if (resolvedBy) {
+    call.argsPre.textContent = `resolved by the event agent${how}; arguments not recorded`;
+  }
+  call.el.dataset.resolvedBy = resolvedBy || "";
 }
 
 function setResult(call, message) {

@@ -14,7 +14,7 @@ export function groupAudits(audits) {
 export function historyTurns(record) {
   const audits = groupAudits(record.audit || []);
   const messages = groupBy(record.messages || [], (message) => message.turn_index ?? 0);
-  const statuses = new Map((record.turns || []).map((turn) => [turn.turn_index, turn.status]));
+  const statuses = new Map((record.turns || []).map((turn) => [turn.turn_index, turn]));
   const indexes = [...new Set([...messages.keys(), ...turnsStarted(audits)])].sort((a, b) => a - b);
   return indexes.map((index) =>
     describeTurn(index, audits.get(index) || [], messages.get(index) || [], statuses.get(index)));
@@ -26,15 +26,34 @@ function turnsStarted(audits) {
     .map(([turn]) => turn);
 }
 
-function describeTurn(index, audits, messages, status) {
+function describeTurn(index, audits, messages, stored) {
+  const status = stored?.status;
   const user = messages.find((message) => message.role === "user" && message.name !== "event_agent");
   const rounds = roundsOf(audits, messages);
-  const spoken = new Set(rounds.map((round) => round.text.trim()).filter(Boolean));
-  const extra = messages
-    .filter((message) => message.role === "assistant" && message.content.trim())
-    .map((message) => message.content)
-    .filter((content) => !spoken.has(content.trim()));
-  return { index, user: user ? user.content : "", rounds, extra, status };
+  const extra = attachSpoken(rounds, messages);
+  return {
+    index, user: user ? user.content : "", rounds, extra, status,
+    failure_reason: stored?.failure_reason ?? null, failure_message: stored?.failure_message ?? null,
+  };
+}
+
+// The runtime's own sentences (template confirmations, the farewell) are stored as
+// separate assistant messages; live, they were streamed into the round they followed.
+// Put each back into that round, so a reopened turn has the same rounds and texts.
+function attachSpoken(rounds, messages) {
+  const extra = [];
+  let position = -1;
+  for (const message of messages) {
+    if (message.role !== "assistant" || !message.content.trim()) continue;
+    let match = -1;
+    for (let at = position + 1; at < rounds.length; at += 1) {
+      if (rounds[at].text.trim() === message.content.trim()) { match = at; break; }
+    }
+    if (match >= 0) position = match;
+    else if (rounds.length) rounds[Math.max(position, 0)].text += message.content;
+    else extra.push(message.content);
+  }
+  return extra;
 }
 
 function roundsOf(audits, messages) {

@@ -15,6 +15,12 @@ export function renderTimeline(state) {
   select.dataset.latest = String(latest);
   select.replaceChildren(...turns.map((turn) => h("option", { value: String(turn), selected: turn === state.timelineTurn }, `turn ${turn}`)));
   $("#timeline-session").textContent = state.sessionId ? `· ${state.record?.session?.title || shortId(state.sessionId)}` : "";
+  const shownFor = `${state.sessionId ?? ""}:${state.timelineTurn ?? ""}`;
+  if ($("#detail").dataset.for !== shownFor) {
+    // another session or turn: the previous bar's detail no longer applies
+    renderDetail($("#detail"), null);
+    $("#detail").dataset.for = shownFor;
+  }
   const audits = state.audits.get(state.timelineTurn) || [];
   const model = buildTimeline(audits, state.record?.calls || [], state.timelineTurn);
   renderWaterfall($("#timeline"), model, { onSelect: (item) => renderDetail($("#detail"), item) });

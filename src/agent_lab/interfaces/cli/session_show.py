@@ -1,0 +1,234 @@
+"""``agent-lab sessions show``: every turn with its rounds, tool calls and cost.
+
+Renders the turn records of ``agent_lab.interfaces.turn_views`` (and, with
+``--explain``, the three columns of ``agent_lab.interfaces.explain_view``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from agent_lab.application.pricing import PriceTable, cost_breakdown, format_usd
+from agent_lab.application.session_store import SessionStore
+from agent_lab.interfaces.cli.render import short
+
+Row = Mapping[str, Any]
+_ROLE_LABELS = {
+    "chat": "chat",
+    "follow_up": "follow-up",
+    "argument_fallback": "argument fallback",
+    "argument_generation": "argument generation",
+}
+_STATUS_STYLES = {"succeeded": "green", "failed": "red", "cancelled": "yellow", "running": "red"}
+
+
+def usd(value: str | None) -> str:
+    """A record's decimal-string amount in dollars, or ``unknown`` (never ``$0`` for it)."""
+    return format_usd(None if value is None else Decimal(value))
+
+
+def cost_text(cost: Row) -> str:
+    """``$0.0012 (chat $0.001 · argument generation $0.0002)`` or ``unknown (…)``."""
+    total = usd(cost.get("total_usd"))
+    if cost.get("total_usd") is None and cost.get("unpriced_calls"):
+        known = Decimal(cost.get("known_usd") or 0)
+        calls = cost["unpriced_calls"]
+        total = "unknown" if not known else f"≥ {format_usd(known)}"
+        total += f" ({calls} call{'s' if calls != 1 else ''} unpriced)"
+    roles = cost.get("by_role") or {}
+    split = " · ".join(f"{_ROLE_LABELS.get(r, r)} {usd(v)}" for r, v in roles.items())
+    return f"{total} — {split}" if split else total
+
+
+def turn_cost_note(
+    store: SessionStore, session_id: str, prices: PriceTable, turn_index: int | None = None
+) -> str | None:
+    """``  cost: $0.0012 — chat … · argument generation …`` of a turn (the last one by
+    default), from the store's call metrics; ``None`` when the turn made no model call.
+    Synchronous: call it from a worker thread on a loop."""
+    costs = cost_breakdown(store.usage_summary(session_id)["calls"], prices)
+    if turn_index is None:
+        turn_index = max(costs.turns, default=None)
+    if turn_index is None or turn_index not in costs.turns:
+        return None
+    split = costs.turn(turn_index)
+    roles = " · ".join(
+        f"{_ROLE_LABELS.get(role, role)} {part.describe()}"
+        for role, part in split.by_role.items()
+        if part.priced_calls or part.unpriced_calls
+    )
+    return f"  cost: {split.total.describe()}" + (f" — {roles}" if roles else "")
+
+
+def print_turns(console: Console, records: Sequence[Row], session_cost: Row) -> None:
+    """Every turn: user text, rounds (text, tool calls, results), failure, cost."""
+    for record in records:
+        _print_turn(console, record)
+    console.print(Text(f"session cost: {cost_text(session_cost)}", style="bold"))
+
+
+def _print_turn(console: Console, record: Row) -> None:
+    status = str(record["status"])
+    console.rule(f"turn {record['turn_index']} · {status}")
+    console.print(Text.assemble(("you› ", "bold cyan"), str(record.get("user_message") or "")))
+    tools = {tool["event_id"]: tool for tool in record["tool_executions"]}
+    events = {event["event_id"]: event for event in record["events"]}
+    calls = record["model_calls"]
+    for entry in record["rounds"]:
+        index = entry["round_index"]
+        console.print(Text(f"round {index}", style="bold"))
+        said = entry["text"] + "".join(entry["spoken"])
+        if said.strip():
+            console.print(Text.assemble(("  assistant› ", "bold green"), said))
+        for event_id in entry["event_ids"]:
+            _print_tool(console, tools.get(event_id), events.get(event_id), event_id)
+        for call in (c for c in calls if c["round_index"] == index):
+            console.print(Text(f"  {_call_line(call)}", style="dim"))
+    failure = record.get("failure")
+    if failure:
+        console.print(Text(f"  ✗ {failure['reason']}: {failure['message']}", style="bold red"))
+    console.print(Text(f"  turn cost: {cost_text(record['cost'])}", style="dim"))
+
+
+def _print_tool(console: Console, tool: Row | None, event: Row | None, event_id: str) -> None:
+    name = (tool or event or {}).get("event_name") or "?"
+    status = str((tool or {}).get("status") or "unknown")
+    console.print(
+        Text.assemble(
+            ("  ⚡ ", "cyan"),
+            (str(name), "cyan"),
+            f" {event_id} ",
+            (status, _STATUS_STYLES.get(status, "")),
+        )
+    )
+    console.print(Text(f"    arguments: {_arguments(tool, event)}"))
+    result = (tool or {}).get("result")
+    if result is not None:
+        console.print(Text(f"    result: {short(_text(result))}", style="magenta"))
+    if tool and tool.get("policy"):
+        latency = tool.get("latency_ms")
+        console.print(Text(f"    policy {tool['policy']} · {latency} ms", style="dim"))
+
+
+def _arguments(tool: Row | None, event: Row | None) -> str:
+    arguments = (tool or {}).get("arguments") or (event or {}).get("arguments")
+    how = (event or {}).get("resolved_by")
+    shown = short(json.dumps(arguments, ensure_ascii=False)) if arguments else None
+    if shown is None:
+        shown = (
+            "not recorded" if how in (None, "argument_generation", "argument_fallback") else "{}"
+        )
+    if how:
+        via = (event or {}).get("argument_call") or (event or {}).get("resolver")
+        shown += f" (resolved by {how.replace('_', ' ')}{f': {via}' if via else ''})"
+    return shown
+
+
+def _call_line(call: Row) -> str:
+    role = _ROLE_LABELS.get(str(call["role"]), str(call["role"]))
+    usage = call.get("usage")
+    tokens = f"{usage['total_tokens']} tok" if usage else "tokens not reported"
+    ttft = (call.get("timings") or {}).get("provider_first_chunk_ms")
+    cold = " · cold" if call.get("cold") else ""
+    first = f" · TTFT {ttft:.0f} ms" if isinstance(ttft, int | float) else ""
+    cost = call.get("cost") or {}
+    price = usd(cost.get("amount_usd"))
+    if cost.get("amount_usd") is None and cost.get("unknown_reason"):
+        price += f" ({str(cost['unknown_reason']).replace('_', ' ')})"
+    return (
+        f"{role} call {call['metric_key']} · {call.get('model')}{first}{cold} · {tokens} · {price}"
+    )
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def print_explained(console: Console, explained: Sequence[Row]) -> None:
+    """Per turn, three columns: what the model saw, what is stored, what was shown."""
+    for turn in explained:
+        table = Table(
+            title=f"turn {turn['turn_index']} · {turn['status']}",
+            box=box.SIMPLE_HEAVY,
+            expand=True,
+        )
+        for column in ("what the model saw", "what is stored", "what the user was shown"):
+            table.add_column(column, ratio=1, overflow="fold")
+        table.add_row(_saw(turn["model_saw"]), _stored(turn["stored"]), _shown(turn["shown"]))
+        console.print(table)
+        for difference in turn["differences"]:
+            console.print(Text(f"  ≠ {_difference(difference)}", style="bold yellow"))
+        for repair in turn["repairs"]:
+            console.print(Text(f"  ⚒ restore: {_repair(repair)}", style="bold magenta"))
+        if not turn["differences"] and not turn["repairs"]:
+            console.print(Text("  = no differences, no repairs", style="dim"))
+
+
+def _saw(requests: Sequence[Row]) -> Text:
+    text = Text()
+    for request in requests:
+        offered = request["tools"] or request["events"]
+        text.append(f"{request['audit']} (round {request['round_index']})\n", style="bold")
+        for message in request["messages"]:
+            label = message["role"] + (f"/{message['name']}" if message.get("name") else "")
+            text.append(f" {label}: {short(message['content'], 70)}\n")
+        if offered:
+            text.append(f" offered: {', '.join(offered)}\n", style="cyan")
+    return text
+
+
+def _stored(stored: Row) -> Text:
+    text = Text()
+    for message in stored["messages"]:
+        state = message.get("state", "committed")
+        flag = "" if state == "committed" else f" [{state}]"
+        text.append(
+            f"#{message.get('seq')} {message['role']}{flag}: {short(message['content'], 70)}\n"
+        )
+    for batch in stored["batches"]:
+        calls = ", ".join(f"{c['name']} {c['state']}" for c in batch["calls"])
+        text.append(f"batch round {batch['round_index']} {batch['state']}: {calls}\n", style="cyan")
+    return text
+
+
+def _shown(shown: Sequence[Row]) -> Text:
+    text = Text()
+    for entry in shown:
+        if entry.get("failure"):
+            failure = entry["failure"]
+            text.append(f"✗ {failure['reason']}: {failure['message']}\n", style="red")
+            continue
+        text.append(f"round {entry['round_index']}: {short(entry['text'], 90)}\n")
+        for tool in entry["tools"]:
+            text.append(f" ⚡ {tool['name']} {tool['status']}\n", style="cyan")
+    return text
+
+
+def _difference(difference: Row) -> str:
+    kind = difference["kind"]
+    if kind == "shown_not_stored":
+        where = f"round {difference['round_index']}"
+        return f"shown but not stored ({where}): {short(difference['text'], 80)}"
+    if kind == "stored_not_committed":
+        return f"stored row #{difference['seq']} is {difference['state']}, not committed"
+    if kind == "stored_not_sent_next_turn":
+        return (
+            f"stored row #{difference['seq']} ({difference['role']}) was not sent in the next turn"
+        )
+    who = difference.get("name") or difference.get("role")
+    return f"sent to the model but not in the transcript ({who}): {short(difference['text'], 80)}"
+
+
+def _repair(repair: Row) -> str:
+    if repair["kind"] == "repaired_row":
+        return f"row #{repair.get('seq')} {repair.get('problem')} → {repair.get('repair')}"
+    name = repair.get("event_name") or repair.get("name") or repair.get("event_id")
+    return f"recovered call {name}: {repair.get('outcome') or repair.get('state') or repair}"

@@ -1,0 +1,120 @@
+"""``agent-lab sessions show``: turns with tool calls, failures and cost; ``--explain``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_helpers import Invoke
+
+from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
+
+SCHEDULE = (
+    "Set the volume to 30 and schedule lunch with Sam tomorrow at noon Berlin time, "
+    "then look up SQLite WAL"
+)
+
+
+def _session_of(stdout: str) -> str:
+    return str(json.loads(stdout.splitlines()[0])["session_id"])
+
+
+@pytest.fixture
+def dual_session(cli_process: Invoke) -> str:
+    result = cli_process("run", SCHEDULE, "--json", "--mode", "dual_agent")
+    assert result.exit_code == 0, result.stderr
+    return _session_of(result.stdout)
+
+
+def test_show_lists_each_tool_call_with_arguments_status_and_result(
+    cli_process: Invoke,
+) -> None:
+    run = cli_process("run", "Set the volume to 30", "--json", "--mode", "chat_agent_tools")
+    assert run.exit_code == 0, run.stderr
+
+    shown = cli_process("sessions", "show", _session_of(run.stdout))
+
+    assert shown.exit_code == 0, shown.stderr
+    out = shown.stdout
+    assert "⚡ device.volume.adjust" in out and "succeeded" in out
+    assert '"value": 30' in out and "(resolved by model)" in out  # the model's arguments
+    assert 'result: {"tool": "device.volume.adjust"' in out
+    assert "policy silent_success" in out
+
+
+def test_show_says_how_dual_agent_arguments_were_resolved(
+    cli_process: Invoke, dual_session: str
+) -> None:
+    shown = cli_process("sessions", "show", dual_session)
+
+    assert shown.exit_code == 0, shown.stderr
+    assert "⚡ calendar.schedule.create" in shown.stdout
+    assert "resolved by argument generation: generation:1:1:" in shown.stdout
+    assert "argument generation call generation:1:1:" in shown.stdout
+
+
+def test_show_names_the_reason_and_message_of_a_failed_turn(cli_process: Invoke) -> None:
+    with SSETranscriptServer() as server:
+        server.add(ScriptedResponse.error(400, {"error": {"message": "model is sleeping"}}))
+        run = cli_process("run", "Hello", "--json", "--base-url", server.base_url, "--model", "m-1")
+    session_id = _session_of(run.stdout)
+
+    shown = cli_process("sessions", "show", session_id)
+
+    assert run.exit_code != 0
+    assert shown.exit_code == 0, shown.stderr
+    assert "turn 1 · failed" in shown.stdout
+    assert "✗ provider_error" in shown.stdout and "model is sleeping" in shown.stdout
+
+
+def test_cost_is_unknown_without_a_price_never_zero(cli_process: Invoke, dual_session: str) -> None:
+    shown = cli_process("sessions", "show", dual_session)
+
+    assert "unknown (unpriced model)" in shown.stdout
+    assert "session cost: unknown (3 calls unpriced)" in shown.stdout
+    assert "$0" not in shown.stdout
+
+
+def test_cost_from_a_config_price_per_call_turn_and_session_split_by_role(
+    cli_process: Invoke, home: Path
+) -> None:
+    config = home / "lab.toml"
+    config.write_text(
+        '[agent_lab]\nmode = "dual_agent"\n\n'
+        '[prices."agent-lab-sim"]\ninput_per_mtok = 1000\noutput_per_mtok = 2000\n'
+    )
+    run = cli_process("run", SCHEDULE, "--json", "--config", str(config))
+    assert run.exit_code == 0, run.stderr
+    session_id = _session_of(run.stdout)
+    exported = json.loads(
+        cli_process("sessions", "export", session_id, "--config", str(config)).stdout
+    )
+    [record] = exported["records"]
+    calls = {call["metric_key"]: call for call in record["model_calls"]}
+    chat = calls["chat:1:1"]
+    expected = chat["usage"]["prompt_tokens"] * 1000 + chat["usage"]["completion_tokens"] * 2000
+    assert float(chat["cost"]["amount_usd"]) == pytest.approx(expected / 1_000_000)
+
+    shown = cli_process("sessions", "show", session_id, "--config", str(config))
+
+    assert shown.exit_code == 0, shown.stderr
+    assert "unknown" not in shown.stdout.split("turns\n")[0]
+    assert "argument generation $" in shown.stdout and "chat $" in shown.stdout
+    assert "session cost: $" in shown.stdout
+    assert set(record["cost"]["by_role"]) == {"chat", "argument_generation"}
+
+
+def test_explain_shows_three_columns_and_names_the_differences(
+    cli_process: Invoke, dual_session: str
+) -> None:
+    explained = cli_process("sessions", "show", dual_session, "--explain")
+
+    assert explained.exit_code == 0, explained.stderr
+    out = explained.stdout
+    for column in ("what the model saw", "what is stored", "what the user was shown"):
+        assert column in out
+    assert "chat_agent_request (round 1)" in out and "event_agent_request" in out
+    assert "batch round 1 committed" in out
+    # the event agent's results note goes to the model but is not in the transcript
+    assert "≠ sent to the model but not in the transcript (event_agent)" in out

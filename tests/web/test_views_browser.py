@@ -1,0 +1,146 @@
+"""Live equals reopened, in headless Chromium: what the page shows of a turn while it
+runs is what it shows after a reload (rounds, texts, tool ids, statuses, reasons)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+from test_browser import VIEWPORT, browser, send, wait_turn_done
+from web_support import ServedLab, lab_settings, served
+
+pytestmark = pytest.mark.browser
+__all__ = ["browser"]
+PROMPT = (
+    "Set the volume to 30 and schedule lunch with Sam tomorrow at noon Berlin time, "
+    "then look up SQLite WAL"
+)
+SHOWN = """() => [...document.querySelectorAll('#messages .turn')].map((turn) => ({
+  turn: turn.dataset.turn,
+  user: turn.querySelector('.msg.user .msg-text')?.textContent,
+  rounds: [...turn.querySelectorAll('.round')].map((round) => ({
+    label: round.querySelector('.msg-meta').textContent,
+    text: round.querySelector('.msg.assistant').hidden ? '' :
+      round.querySelector('.msg.assistant .msg-text').textContent,
+    calls: [...round.querySelectorAll('.call')].map((call) =>
+      [call.dataset.id, call.dataset.status, call.querySelector('.call-name').textContent]),
+  })),
+  errors: [...turn.querySelectorAll('.msg.error')].map((el) => el.textContent),
+}))"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedLab]:
+    home = tmp_path_factory.mktemp("views-lab")
+    settings = lab_settings(home, simulated_ttft_ms=40, simulated_tokens_per_second=30)
+    with served(settings) as srv:
+        yield srv
+
+
+@pytest.fixture
+def page(browser: Browser, lab: ServedLab) -> Iterator[Page]:
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(lab.base_url + "/")
+    expect(page.locator("#tool-list input")).not_to_have_count(0)
+    yield page
+    context.close()
+    assert errors == []
+
+
+def shown(page: Page) -> list[dict[str, Any]]:
+    value: list[dict[str, Any]] = page.evaluate(SHOWN)
+    return value
+
+
+def reopened(page: Page) -> list[dict[str, Any]]:
+    page.reload()
+    expect(page.locator("#status")).to_have_text("live", timeout=20_000)
+    expect(page.locator(".msg.user")).not_to_have_count(0, timeout=10_000)
+    return shown(page)
+
+
+@pytest.mark.parametrize("mode", ["dual_agent", "chat_agent_tools"])
+def test_a_completed_turn_reads_back_as_it_was_shown_live(page: Page, mode: str) -> None:
+    page.click("#new-session")
+    page.check(f"input[name=mode][value={mode}]", force=True)
+    send(page, PROMPT)
+    wait_turn_done(page, 2)  # two rounds: the tools, then the answer
+    live = shown(page)
+
+    after = reopened(page)
+
+    assert after == live
+    [turn] = live
+    labels = [entry["label"] for entry in turn["rounds"]]
+    assert labels == [f"Assistant · round {n}" for n in range(1, len(labels) + 1)]
+    if mode == "dual_agent":  # the template confirmation stays in its round, no phantom
+        assert "Scheduled Lunch with Sam" in turn["rounds"][0]["text"]
+    assert all(call[1] == "done" for entry in turn["rounds"] for call in entry["calls"])
+
+
+def test_a_cancelled_turn_leaves_no_tool_running_live_or_after_reload(page: Page) -> None:
+    page.click("#new-session")
+    page.check("input[name=mode][value=dual_agent]", force=True)
+    send(page, PROMPT)
+    expect(page.locator(".call").first).to_be_visible(timeout=30_000)
+    page.click("#cancel-turn")
+    expect(page.locator("#status")).to_have_text("live", timeout=30_000)
+    expect(page.locator(".msg.error")).to_have_count(1)
+    live = shown(page)
+
+    after = reopened(page)
+
+    for view in (live, after):
+        statuses = [call[1] for entry in view[0]["rounds"] for call in entry["calls"]]
+        assert "running" not in statuses
+    assert [c[0] for r in after[0]["rounds"] for c in r["calls"]] == [
+        c[0] for r in live[0]["rounds"] for c in r["calls"]
+    ]
+    assert "cancelled" in after[0]["errors"][0]
+
+
+def test_the_detail_pane_forgets_the_previous_session(page: Page) -> None:
+    send(page, "Set the volume to 20")
+    wait_turn_done(page, 1)
+    page.click(".tab[data-view=timeline]")
+    page.locator(".wf-bar").first.click()
+    expect(page.locator("#detail .detail-empty")).to_have_count(0)
+
+    page.click(".tab[data-view=lab]")
+    page.click("#new-session")
+    send(page, "Search for BM25")
+    expect(page.locator("#status")).to_have_text("live", timeout=30_000)
+    page.click(".tab[data-view=timeline]")
+
+    expect(page.locator("#detail .detail-empty")).to_have_count(1)
+
+
+def test_explain_shows_three_columns_with_differences_and_reopened_dual_arguments(
+    page: Page,
+) -> None:
+    page.click("#new-session")
+    page.check("input[name=mode][value=dual_agent]", force=True)
+    send(page, PROMPT)
+    wait_turn_done(page, 2)
+
+    page.click("#explain-turns")
+
+    dialog = page.locator("#explain-dialog")
+    expect(dialog).to_be_visible()
+    for title in ("What the model saw", "What is stored", "What the user was shown"):
+        expect(dialog.locator(".explain-col h3", has_text=title)).to_have_count(1)
+    expect(dialog.locator(".explain-request").first).to_contain_text("chat_agent_request")
+    expect(dialog.locator(".diff[data-kind=sent_not_stored]")).to_contain_text("EventAgent results")
+    page.click("#explain-close")
+
+    reopened(page)
+    calendar = page.locator(".call", has_text="calendar.schedule.create")
+    expect(calendar).to_have_attribute("data-resolved-by", "argument_generation")
+    expect(calendar.locator(".call-body")).to_contain_text("an argument generation call")
+    page.click(".tab[data-view=timeline]")
+    expect(page.locator(".turn-summary .chip", has_text="cost")).to_contain_text("unknown")
