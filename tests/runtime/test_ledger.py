@@ -293,3 +293,39 @@ async def test_without_a_store_a_cancelled_turns_effects_still_reach_the_next_tu
         ("b", "not_executed"),
     ]
     assert _note(mode, client.calls[2].messages) == [note], "given once"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", MODES)
+async def test_one_store_less_sessions_lost_effects_never_reach_another_session(
+    mode: str,
+) -> None:
+    request = _request(mode, "unused").model_copy(update={"session_id": None})
+
+    async def cut_off(runtime: DebugRuntime, started: asyncio.Event) -> Any:
+        queues = runtime.start_session(request)
+        await asyncio.wait_for(started.wait(), timeout=5)
+        assert runtime.cancel_turn()
+        await read_until(queues, {"turn_completed", "error"})
+        return queues
+
+    first_started = asyncio.Event()
+    first = DebugRuntime(
+        ScriptedChatClient([_calls(mode, "a", "b")]), registry=_blocking_registry(first_started)
+    )
+    await cut_off(first, first_started)
+
+    second_started = asyncio.Event()
+    second_client = ScriptedChatClient([_calls(mode, "x", "y"), text("x may have run")])
+    second = DebugRuntime(second_client, registry=_blocking_registry(second_started))
+    queues = await cut_off(second, second_started)
+    await queues.input.put("so?")
+    await read_until(queues, {"turn_completed", "error"})
+    await second.aclose()
+    await first.aclose()
+
+    (note,) = _note(mode, second_client.calls[1].messages)
+    assert [(line["event_id"], line["status"]) for line in _note_lines(note)] == [
+        ("x", "unknown"),
+        ("y", "not_executed"),
+    ]

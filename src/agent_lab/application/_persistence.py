@@ -114,7 +114,9 @@ class BatchIntent:
 
 class NullRecorder:
     """A session without a store: every write succeeds and keeps nothing durable; only
-    the effect ledger lives on in memory, so a lost batch still reaches the next turn."""
+    the effect ledger lives on in memory, so a lost batch still reaches the next turn.
+
+    It holds that session's ledger, so each session gets its own recorder."""
 
     persistent = False
 
@@ -169,10 +171,6 @@ class NullRecorder:
 
     async def close(self) -> None:
         return None
-
-
-NULL_RECORDER = NullRecorder()
-"""Stateless, so every session without a store shares this one."""
 
 
 class SessionRecorder:

@@ -16,7 +16,7 @@ from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import EventAgentLink
 from agent_lab.application._modes import mode_for
-from agent_lab.application._persistence import NULL_RECORDER, SessionRecorder
+from agent_lab.application._persistence import NullRecorder, SessionRecorder
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
@@ -127,7 +127,7 @@ class SessionRunner:
                 history=History(),
                 seen_call_ids=set(),
                 next_turn_index=1,
-                recorder=NULL_RECORDER,
+                recorder=NullRecorder(),
                 one_shot=self.one_shot,
             )
         session_id = self.request.session_id or uuid.uuid4().hex
