@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from browser_gate import pytest_runtest_setup
+from tests.browser_gate import pytest_runtest_setup
 
 __all__ = ["pytest_runtest_setup"]

@@ -9,9 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import Invoke, process_env
-
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.cli.cli_helpers import Invoke, process_env
 
 
 def test_chat_runs_piped_lines_as_turns_of_one_session(

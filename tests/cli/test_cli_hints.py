@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cli_helpers import process_env
+from tests.cli.cli_helpers import process_env
 
 BIN = Path(sys.executable).parent
 

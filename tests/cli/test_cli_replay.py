@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import Invoke, copy_database, invoke_in, sessions_by_mode
 
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.interfaces.cli.replay import (
@@ -19,6 +18,7 @@ from agent_lab.interfaces.cli.replay import (
     normalize,
     pacing,
 )
+from tests.cli.cli_helpers import Invoke, copy_database, invoke_in, sessions_by_mode
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from runtime_helpers import audits, collect
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
@@ -22,6 +21,7 @@ from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.interfaces.cli.common import run_failure
 from agent_lab.testing import ScriptedChatClient, text, text_event
 from agent_lab.testing.sse_server import SSETranscriptServer
+from tests.runtime.runtime_helpers import audits, collect
 
 
 @pytest.mark.parametrize(

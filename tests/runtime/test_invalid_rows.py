@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_helpers import audits, collect
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
@@ -19,6 +18,7 @@ from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing import ScriptedChatClient, text
+from tests.runtime.runtime_helpers import audits, collect
 
 
 def _registry() -> ToolRegistry:

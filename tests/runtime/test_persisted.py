@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_helpers import read_until
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
@@ -17,6 +16,7 @@ from agent_lab.domain.messages import ChatMessage, StreamItem, TokenUsage
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
+from tests.runtime.runtime_helpers import read_until
 
 
 def _call(call_id: str) -> ToolCallEvent:

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from runtime_helpers import audits, business, collect, deltas
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.events import ResultPolicy
@@ -15,6 +14,7 @@ from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import StreamItem
 from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
+from tests.runtime.runtime_helpers import audits, business, collect, deltas
 
 SCHEDULE = {
     "title": "Design review",

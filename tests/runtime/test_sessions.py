@@ -6,7 +6,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from runtime_helpers import audits, collect, deltas, read_until
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
@@ -15,6 +14,7 @@ from agent_lab.domain.errors import ProviderHTTPError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
+from tests.runtime.runtime_helpers import audits, collect, deltas, read_until
 
 
 def _recording_registry(seen: list[tuple[str, str]], executed: list[str]) -> ToolRegistry:

@@ -9,11 +9,17 @@ from typing import Any
 
 import httpx
 import pytest
-from test_simulated_provider import SEARCH_PAYLOAD, dual_body, event_names, stream, tool
 
 from agent_lab.domain.events import EVENT_BLOCK_START
 from agent_lab.infrastructure.simulator.clock import extract_timezone
 from agent_lab.infrastructure.simulator.intents import IntentKind, detect_intents
+from tests.simulated.test_simulated_provider import (
+    SEARCH_PAYLOAD,
+    dual_body,
+    event_names,
+    stream,
+    tool,
+)
 
 ASK = "Set the volume to 30 and schedule lunch with Sam tomorrow at noon Berlin time"
 VOLUME_RESULT = {"tool": "device.volume.adjust", "previous": 50, "volume": 30}

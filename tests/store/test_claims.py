@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_support import call, tool_reply, user
 
 from agent_lab.domain.errors import SessionBusy
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.store.store_support import call, tool_reply, user
 
 _HOLDER = """
 import sys, time

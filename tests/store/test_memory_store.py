@@ -9,13 +9,13 @@ from enum import Enum
 from typing import Any
 
 import pytest
-from store_support import StoreFactory, assistant, call, metric, tool_reply, user
 
 from agent_lab.application.session_store import SessionStore
 from agent_lab.domain.errors import SessionBusy, SessionNotFound, UsageError
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing.memory_store import InMemorySessionStore
+from tests.store.store_support import StoreFactory, assistant, call, metric, tool_reply, user
 
 MESSAGE_KEYS = {
     "seq",

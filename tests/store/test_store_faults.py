@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_support import PRIVATE_MOUNTS, assistant, call, run_in_private_mount, user
 
 from agent_lab.domain.errors import PersistenceFailed
 from agent_lab.infrastructure.sqlite.errors import (
@@ -36,6 +35,7 @@ from agent_lab.infrastructure.sqlite.errors import (
     persistence_failed,
 )
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.store.store_support import PRIVATE_MOUNTS, assistant, call, run_in_private_mount, user
 
 needs_private_mounts = pytest.mark.skipif(
     not PRIVATE_MOUNTS, reason="needs root and unshare to mount a private file system"

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
-from web_support import ServedLab, lab_settings, served
 
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.infrastructure.tool_backends.backends import local_backends
+from tests.web.web_support import ServedLab, lab_settings, served
 
 pytestmark = pytest.mark.browser
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
-from test_browser import CHROMIUM_ARGS, VIEWPORT, browser, send, shots, wait_turn_done
-from web_support import ServedLab, lab_settings, served
+
+from tests.web.test_browser import CHROMIUM_ARGS, VIEWPORT, browser, send, shots, wait_turn_done
+from tests.web.web_support import ServedLab, lab_settings, served
 
 pytestmark = pytest.mark.browser
 PHONE = {"width": 390, "height": 844}

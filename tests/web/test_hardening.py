@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-from web_support import ServedLab, lab_settings, served, start_message
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
@@ -23,6 +22,7 @@ from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.interfaces.web import WebOptions, create_app
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
+from tests.web.web_support import ServedLab, lab_settings, served, start_message
 
 TOKEN = "a-long-lab-token-0123456789"
 SECRET = "sk-web-SECRET-7c2e9a41d0"

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from web_support import lab_settings
 
 from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.interfaces.web import WebOptions
 from agent_lab.interfaces.web.hub import LiveSession, Outbox, SessionHub
+from tests.web.web_support import lab_settings
 
 
 def test_outbox_drops_instead_of_blocking() -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from web_support import in_process, receive_until, start_message
 
 from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.interfaces.web import create_app
+from tests.web.web_support import in_process, receive_until, start_message
 
 WS = "ws://127.0.0.1/ws/sessions/"
 

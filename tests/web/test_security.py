@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from starlette.websockets import WebSocketDisconnect
-from web_support import in_process, receive_until, start_message
 
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
+from tests.web.web_support import in_process, receive_until, start_message
 
 WS = "ws://127.0.0.1/ws/sessions/"
 TOKEN = "lab-token-4b1d"

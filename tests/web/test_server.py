@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-from web_support import ServedLab, lab_settings, served, start_message
 from websockets.asyncio.client import connect as async_connect
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
@@ -19,6 +18,7 @@ from websockets.sync.client import ClientConnection, connect
 from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.interfaces.web import CLOSE_SLOW_CONSUMER, WebOptions
+from tests.web.web_support import ServedLab, lab_settings, served, start_message
 
 
 def read_until(ws: ClientConnection, kind: str, timeout: float = 20) -> list[dict[str, Any]]:

@@ -7,10 +7,17 @@ from typing import Any
 
 import pytest
 from starlette.websockets import WebSocketDisconnect
-from web_support import in_process, kind_of, lab_settings, messages_of, receive_until, start_message
 
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.interfaces.web import WebOptions
+from tests.web.web_support import (
+    in_process,
+    kind_of,
+    lab_settings,
+    messages_of,
+    receive_until,
+    start_message,
+)
 
 WS = "ws://127.0.0.1/ws/sessions/"
 
