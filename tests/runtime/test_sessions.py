@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -80,13 +81,17 @@ def _direct_session(tools: list[str]) -> DebugRunRequest:
 
 
 def _counting_registry(executed: list[str]) -> ToolRegistry:
+    def count(event: ToolCallEvent) -> dict[str, Any]:
+        executed.append(event.id)
+        return {"count": len(executed)}
+
     return ToolRegistry(
         [
             ToolDefinition(
                 name="counter",
                 description="Counts.",
                 parameters={"type": "object"},
-                handler=lambda event: executed.append(event.id) or {"count": len(executed)},
+                handler=count,
             )
         ]
     )
@@ -258,6 +263,7 @@ async def test_leaving_run_early_stops_the_turn() -> None:
     async for message in stream:
         if message["type"] == "event":
             break
+    assert isinstance(stream, AsyncGenerator)
     await stream.aclose()
     assert not runtime.running
 

@@ -35,7 +35,7 @@ CONFIRMATION = "Scheduled Lunch with Sam for 2026-07-14T12:00:00+02:00 (Europe/B
 
 def _tools_turn(*results: dict[str, Any], after: list[dict[str, Any]]) -> dict[str, Any]:
     names = ["device__volume__adjust", "calendar__schedule__create"]
-    calls = [
+    calls: list[dict[str, Any]] = [
         {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": "{}"}}
         for i, name in enumerate(names[: len(results)])
     ]

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
+from websockets.typing import Subprotocol
 
 from agent_lab.interfaces.cli.serve import web_options
 from agent_lab.interfaces.lab import Lab
@@ -95,7 +96,11 @@ def token_protocol(token: str) -> str:
 def test_the_socket_token_rides_in_the_subprotocol_header(settings: LabSettings) -> None:
     with served(settings, token=TOKEN) as srv:
         url = srv.ws_url + "/ws/sessions/proto"
-        with connect(url, proxy=None, subprotocols=["agent-lab", token_protocol(TOKEN)]) as ws:
+        with connect(
+            url,
+            proxy=None,
+            subprotocols=[Subprotocol("agent-lab"), Subprotocol(token_protocol(TOKEN))],
+        ) as ws:
             ws.send(json.dumps(start_message(lab_of(srv), "hello")))
             frames = frames_until(ws, of_type("turn_completed"))
             chosen = ws.subprotocol

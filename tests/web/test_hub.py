@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,8 @@ def test_outbox_drops_instead_of_blocking() -> None:
     assert not outbox.offer("d")
 
 
-async def drain_until_turn_completed(outbox: Outbox) -> list[dict[str, object]]:
-    frames = []
+async def drain_until_turn_completed(outbox: Outbox) -> list[dict[str, Any]]:
+    frames: list[dict[str, Any]] = []
     while True:
         frame = json.loads(await outbox.get())
         frames.append(frame)

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from starlette.testclient import WebSocketTestSession
 from starlette.websockets import WebSocketDisconnect
 
 from agent_lab.interfaces.settings import LabSettings
@@ -71,8 +72,8 @@ def test_cross_origin_socket_is_refused(settings: LabSettings) -> None:
     assert refused.value.code == 4403
 
 
-def collect_text(ws, until: str) -> list[str]:
-    texts = []
+def collect_text(ws: WebSocketTestSession, until: str) -> list[str]:
+    texts: list[str] = []
     while True:
         text = ws.receive_text()
         texts.append(text)
