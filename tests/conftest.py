@@ -7,11 +7,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.browser_gate import pytest_runtest_setup
 from tests.offline_site import sitecustomize as offline
 
 __all__ = ["pytest_configure", "pytest_runtest_setup"]
+
+# Property tests check behaviour, not speed: on a loaded machine an example may take
+# longer than hypothesis' default 200 ms deadline, and drawing inputs may be slow.
+settings.register_profile("agent-lab", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("agent-lab")
 
 
 def pytest_configure(config: pytest.Config) -> None:

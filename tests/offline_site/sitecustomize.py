@@ -25,12 +25,18 @@ ENV = "AGENT_LAB_OFFLINE"
 
 _LOCAL_NAMES = frozenset({"", "localhost", "localhost.localdomain", "ip6-localhost"})
 
-violations: list[str] = []
+_SHARED = "_agent_lab_offline_violations"
+
+# A subprocess imports this module as ``sitecustomize`` and may import it again under
+# its package name (a pytest run in a subprocess): both copies share one record.
+violations: list[str] = getattr(socket, _SHARED, [])
 """Every blocked attempt of this process, oldest first."""
+setattr(socket, _SHARED, violations)
 
 
 class NetworkBlocked(ConnectionRefusedError):
-    """A test tried to reach a host that is not this machine."""
+    """A test tried to reach a host that is not this machine (catch it as
+    ``ConnectionRefusedError``: a second copy of this module has its own class)."""
 
 
 def is_local_host(host: object) -> bool:
@@ -72,6 +78,7 @@ def install() -> None:
     """Guard this process; installing twice is harmless."""
     if getattr(socket, "_agent_lab_offline", False):
         return
+    socket._agent_lab_offline = True  # type: ignore[attr-defined]
     real_connect = socket.socket.connect
     real_connect_ex = socket.socket.connect_ex
     real_sendto = socket.socket.sendto
@@ -105,7 +112,6 @@ def install() -> None:
     socket.socket.sendto = sendto  # type: ignore[method-assign]
     socket.getaddrinfo = getaddrinfo
     socket.gethostbyname = gethostbyname
-    socket._agent_lab_offline = True  # type: ignore[attr-defined]
 
 
 def export_to_subprocesses() -> None:

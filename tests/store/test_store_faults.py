@@ -128,7 +128,7 @@ def test_a_held_write_lock_fails_writes_as_locked_after_the_busy_timeout(
         store.append_messages("s", 1, [user("a"), user("b")])
     waited = time.monotonic() - started
     _assert_reason(raised.value, "locked")
-    assert 0.09 <= waited < 3
+    assert waited >= 0.09  # it waited for the busy timeout before giving up
     text = str(raised.value).lower()
     assert "busy" in text and "disk" not in text and "full" not in text
     for write in (

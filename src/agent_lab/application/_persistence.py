@@ -21,7 +21,12 @@ from typing import Any, Protocol, TypeVar
 
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric, CallStatus, SessionStore
-from agent_lab.domain.errors import PersistenceFailed, StoreError, StoreFormatError
+from agent_lab.domain.errors import (
+    PersistenceFailed,
+    SessionBusy,
+    StoreError,
+    StoreFormatError,
+)
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
@@ -80,6 +85,10 @@ class Recorder(Protocol):
 
     async def close(self) -> None: ...
 
+    async def claim_lost(self) -> PersistenceFailed:
+        """Returns once another runtime has taken the session over (never without a store)."""
+        ...
+
 
 @dataclass(frozen=True)
 class BatchIntent:
@@ -136,6 +145,10 @@ class NullRecorder:
     async def close(self) -> None:
         return None
 
+    async def claim_lost(self) -> PersistenceFailed:
+        never: asyncio.Future[PersistenceFailed] = asyncio.get_running_loop().create_future()
+        return await never
+
 
 class SessionRecorder:
     """Writes one session's turns, transcript, journal, metrics and audits."""
@@ -151,6 +164,8 @@ class SessionRecorder:
         self._claim_token: str | None = None
         self._claim_wait = claim_wait_seconds
         self._heartbeat: asyncio.Task[None] | None = None
+        self._lost = asyncio.Event()
+        self._lost_to: PersistenceFailed | None = None
 
     async def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         audits, self._audits = self._audits, []
@@ -198,13 +213,25 @@ class SessionRecorder:
     async def _renew_forever(self) -> None:
         while self._claim_token is not None:
             await asyncio.sleep(LEASE_SECONDS / 3)
-            with contextlib.suppress(StoreError):
+            try:
                 await asyncio.to_thread(
                     self.store.renew_claim,
                     self.session_id,
                     self._claim_token,
                     lease_seconds=LEASE_SECONDS,
                 )
+            except SessionBusy as exc:  # taken over (this runtime stalled past its lease)
+                self._claim_token = None  # the claim is the new owner's: never release it
+                self._lost_to = PersistenceFailed("taken_over", exc.holder)
+                self._lost.set()
+            except StoreError:
+                continue  # a busy or failing store: the next beat tries again
+
+    async def claim_lost(self) -> PersistenceFailed:
+        """Returns, with the error to end the session with, once the claim is lost."""
+        await self._lost.wait()
+        assert self._lost_to is not None
+        return self._lost_to
 
     async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
         """The turn and its user message, in one transaction."""
