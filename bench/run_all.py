@@ -40,6 +40,7 @@ BENCHMARKS = {
     "first_call": "bench.bench_first_call",
     "transport": "bench.bench_transport",
     "session_growth": "bench.bench_session_growth",
+    "construction": "bench.bench_construction",
 }
 
 
