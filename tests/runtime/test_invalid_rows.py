@@ -79,7 +79,9 @@ async def test_a_row_with_an_unknown_role_gives_an_error_naming_it_and_frees_the
     seq = _corrupt(
         path, "UPDATE messages SET role = 'bogus' WHERE content = 'found it' RETURNING seq"
     )
-    runtime = DebugRuntime(ScriptedChatClient([text("never")]), session_store=store)
+    runtime = DebugRuntime(
+        ScriptedChatClient([text("never")]), registry=_registry(), session_store=store
+    )
 
     outputs = await asyncio.wait_for(collect(runtime.run(_request())), timeout=30)
     await runtime.aclose()
