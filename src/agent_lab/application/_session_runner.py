@@ -17,7 +17,7 @@ from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import EventAgentLink
 from agent_lab.application._modes import mode_for
-from agent_lab.application._persistence import NullRecorder, Recorder, SessionRecorder
+from agent_lab.application._persistence import NULL_RECORDER, Recorder, SessionRecorder
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
@@ -104,12 +104,19 @@ class SessionRunner:
             else:
                 await self._unless_taken_over(session.recorder, self._serve_turns(turn))
         finally:
+            # The engine's event-agent link calls back into this runner: a reference
+            # cycle. Breaking it here frees the session by reference counting, so
+            # finished sessions never wait for (and lengthen) a full collection.
+            self.engine = None
             await self._stop_event_agent()
             await finish_even_if_cancelled(session.recorder.close())
 
     async def _unless_taken_over(self, recorder: Recorder, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work``; when another runtime takes the session over meanwhile, stop it
         and end the session with a ``taken_over`` error (its writes are fenced anyway)."""
+        if not recorder.persistent:  # no store, no claim to lose
+            await work
+            return
         serving = asyncio.create_task(work)
         lost = asyncio.create_task(recorder.claim_lost())
         try:
@@ -140,7 +147,7 @@ class SessionRunner:
                 history=History(),
                 seen_call_ids=set(),
                 next_turn_index=1,
-                recorder=NullRecorder(),
+                recorder=NULL_RECORDER,
                 one_shot=self.one_shot,
             )
         session_id = self.request.session_id or uuid.uuid4().hex
@@ -193,7 +200,10 @@ class SessionRunner:
             return
         outcome = await self._run_turn(turn, user)
         ended = await self.auditor.emit(
-            "session_finished", _audit_details.session_finished(outcome.status)
+            "session_finished",
+            _audit_details.session_finished(
+                outcome.status, failure=outcome.failure, unfinished=turn.unfinished
+            ),
         )
         outcome = await self._close_turn(turn, outcome, ended)
         if outcome.failure is not None:
@@ -217,7 +227,13 @@ class SessionRunner:
             outcome = await self._run_turn(turn, user)
             ended = await self.auditor.emit(
                 "turn_completed",
-                _audit_details.turn_completed(turn.index, turn.round_index, outcome.status),
+                _audit_details.turn_completed(
+                    turn.index,
+                    turn.round_index,
+                    outcome.status,
+                    failure=outcome.failure,
+                    unfinished=turn.unfinished,
+                ),
             )
             outcome = await self._close_turn(turn, outcome, ended)
             await self._announce(turn, outcome)
@@ -261,6 +277,7 @@ class SessionRunner:
                 status=outcome.status,
                 wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
                 round_count=turn.round_index,
+                failure=outcome.failure,
             )
         except PersistenceFailed as exc:
             if outcome.failure is None:
