@@ -192,7 +192,7 @@ async def queue_relay(items: int) -> None:
     await task
 
 
-async def drain(stream: AsyncIterator[dict[str, Any]]) -> int:
+async def drain(stream: AsyncIterator[object]) -> int:
     count = 0
     async for _ in stream:
         count += 1

@@ -43,7 +43,8 @@ def merge(old_text: str, new_text: str) -> str:
     old_targets, new_targets = _targets_heading(old), _targets_heading(new)
     new_rows = _table_rows(new[new_targets]) if new_targets else []
     ran = {row.split("|")[1].strip() for row in new_rows}
-    kept = [r for r in _table_rows(old[old_targets]) if r.split("|")[1].strip() not in ran]
+    old_rows = _table_rows(old[old_targets]) if old_targets else []
+    kept = [r for r in old_rows if r.split("|")[1].strip() not in ran]
     rows = kept + new_rows
     met = sum(1 for row in rows if row.rstrip(" |").endswith("| met"))
     judged = sum(1 for row in rows if row.rstrip(" |").split("|")[-1].strip() != "–")

@@ -24,7 +24,7 @@ import asyncio
 import importlib.util
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +41,10 @@ from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream  # n
 from bench._common import Check, Report, percentile, server_process, table  # noqa: E402
 
 SERVER = Path(__file__).with_name("_sim_server.py")
+QUESTION = "Tell me about the weather in Zurich."
 BODY = {
     "model": "agent-lab-sim",
-    "messages": [{"role": "user", "content": "Tell me about the weather in Zurich."}],
+    "messages": [{"role": "user", "content": QUESTION}],
     "stream": True,
 }
 Stream = Callable[[int], AsyncIterator[StreamItem]]
@@ -62,7 +63,7 @@ class _ChatClient:
 
     async def __aenter__(self) -> Stream:
         await self.client.warm_up()
-        messages = [ChatMessage(role="user", content=BODY["messages"][0]["content"])]
+        messages = [ChatMessage(role="user", content=QUESTION)]
         params = AgentParams(model="agent-lab-sim")
         return lambda _: self.client.stream_chat(messages, [], params)
 
@@ -180,8 +181,11 @@ async def measure(
     }, sorted(set(failures))
 
 
+Figures = tuple[dict[str, float], list[str]]
+
+
 def _run_all(
-    sizes: list[int], runner: Callable[[Awaitable[Any]], Any]
+    sizes: list[int], runner: Callable[[Coroutine[Any, Any, Figures]], Figures]
 ) -> tuple[dict[tuple[int, str], dict[str, float]], list[str]]:
     results: dict[tuple[int, str], dict[str, float]] = {}
     notes: list[str] = []

@@ -1,7 +1,35 @@
-"""Suite-wide hooks: the browser tests' gate (see ``browser_gate``)."""
+"""Suite-wide hooks: the browser tests' gate (see ``browser_gate``) and the offline
+guard (see ``offline_site/sitecustomize.py``): a test that tries to reach any host but
+this machine fails."""
 
 from __future__ import annotations
 
-from browser_gate import pytest_runtest_setup
+from collections.abc import Iterator
 
-__all__ = ["pytest_runtest_setup"]
+import pytest
+from hypothesis import HealthCheck, settings
+
+from tests.browser_gate import pytest_runtest_setup
+from tests.offline_site import sitecustomize as offline
+
+__all__ = ["pytest_configure", "pytest_runtest_setup"]
+
+# Property tests check behaviour, not speed: on a loaded machine an example may take
+# longer than hypothesis' default 200 ms deadline, and drawing inputs may be slow.
+settings.register_profile("agent-lab", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("agent-lab")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    offline.install()
+    offline.export_to_subprocesses()
+
+
+@pytest.fixture(autouse=True)
+def _stays_offline() -> Iterator[None]:
+    """Fails the test when it tried the network, even if the code swallowed the error."""
+    before = len(offline.violations)
+    yield
+    blocked = offline.violations[before:]
+    if blocked:
+        pytest.fail("\n".join(blocked), pytrace=False)

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from cli_helpers import Invoke, Result, invoke_in, process_env
 
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.cli.cli_helpers import Invoke, Result, invoke_in, process_env
 
 
 @pytest.fixture

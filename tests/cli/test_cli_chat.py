@@ -9,9 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import Invoke, process_env
-
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.cli.cli_helpers import Invoke, process_env
 
 
 def test_chat_runs_piped_lines_as_turns_of_one_session(
@@ -81,7 +80,8 @@ def test_chat_in_a_real_process_with_piped_stdin(cli_process: Invoke) -> None:
 
 def test_ctrl_c_cancels_the_running_turn_and_the_chat_goes_on(home: Path, tmp_path: Path) -> None:
     config = tmp_path / "slow.toml"
-    config.write_text("simulated_ttft_ms = 5000\nsimulated_tokens_per_second = 0\n")
+    # The answer would take ten minutes: only a cancelled turn lets the chat end in time.
+    config.write_text("simulated_ttft_ms = 600000\nsimulated_tokens_per_second = 0\n")
     process = subprocess.Popen(
         [sys.executable, "-m", "agent_lab.interfaces.cli", "chat", "--config", str(config)],
         stdin=subprocess.PIPE,
@@ -95,13 +95,14 @@ def test_ctrl_c_cancels_the_running_turn_and_the_chat_goes_on(home: Path, tmp_pa
     process.stdin.flush()
     _wait_for_line(process, "session ")
     time.sleep(0.3)
-    started = time.monotonic()
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=30)
+    try:
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
 
     assert process.returncode == 0, stderr
     assert "turn cancelled" in stdout
-    assert time.monotonic() - started < 4  # did not wait for the 5 s answer
     assert "Traceback" not in stderr
 
 

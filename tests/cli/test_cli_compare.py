@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cli_helpers import Invoke
+from tests.cli.cli_helpers import Invoke
 
 SCENARIO = """
 name = "mini"

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import Invoke, process_env
 
 from agent_lab import __version__
 from agent_lab.interfaces import settings as settings_module
+from tests.cli.cli_helpers import Invoke, process_env
 
 SECRET = "sk-config-DO-NOT-SHOW-777"
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import Invoke, sessions_by_mode
-
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.cli.cli_helpers import Invoke, sessions_by_mode
 
 
 def test_demo_fast_runs_both_modes_and_persists_both_sessions(

@@ -13,13 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
-from cli_helpers import Invoke, process_env
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from agent_lab.interfaces.cli import serve as cli_serve
 from agent_lab.interfaces.cli.serve import is_loopback
+from tests.cli.cli_helpers import Invoke, process_env
 
 COMMANDS = [
     ("demo",),

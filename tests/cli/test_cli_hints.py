@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cli_helpers import process_env
+from tests.cli.cli_helpers import process_env
 
 BIN = Path(sys.executable).parent
 
@@ -45,7 +45,7 @@ def test_the_simulators_quick_start_works_as_printed(home: Path, tmp_path: Path)
     )
     try:
         assert process.stdout is not None
-        printed = []
+        printed: list[str] = []
         while not printed or "Ctrl-C" not in printed[-1]:
             printed.append(process.stdout.readline())
         hints = [line.strip() for line in printed if line.startswith("    ")]

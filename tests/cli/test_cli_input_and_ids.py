@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import Invoke, process_env
 
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.cli.cli_helpers import Invoke, process_env
 
 
 def session_of(stdout: str) -> str:

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from cli_helpers import Invoke, copy_database, invoke_in, sessions_by_mode
 
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.interfaces.cli import replay as replay_module
 from agent_lab.interfaces.cli.replay import (
     RecordedCall,
     TurnRecord,
     compare_turns,
+    load_recording,
     normalize,
     pacing,
 )
+from tests.cli.cli_helpers import Invoke, copy_database, invoke_in, sessions_by_mode
 
 
 @pytest.fixture(scope="module")
@@ -91,22 +94,47 @@ def test_replay_reports_a_removed_tool_call(
 
 
 def test_replay_keeps_the_recorded_timing_scaled_by_speed(
-    cli: Invoke, store: Callable[[], SQLiteSessionStore], tmp_path: Path
+    cli: Invoke,
+    store: Callable[[], SQLiteSessionStore],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     config = tmp_path / "slow.toml"
     config.write_text("simulated_ttft_ms = 400\nsimulated_tokens_per_second = 0\n")
     assert cli("run", "hi there", "--config", str(config), AGENT_LAB_SIM_FAST=None).exit_code == 0
     [session] = store().list_sessions()
+    recording = load_recording(store(), session["id"])
+    schedule = [d for call in recording.chat_calls for d in pacing(call, 1.0) if d > 0]
+    assert schedule and schedule[0] >= 0.35  # the recorded wait for the first chunk
 
-    started = time.monotonic()
+    slept = _record_replay_sleeps(monkeypatch)
     assert cli("replay", session["id"], "--quiet").exit_code == 0
-    real_time = time.monotonic() - started
-    started = time.monotonic()
+    at_recorded_speed = list(slept)
+    slept.clear()
     assert cli("replay", session["id"], "--quiet", "--speed", "8").exit_code == 0
-    fast = time.monotonic() - started
 
-    assert real_time >= 0.35
-    assert fast < real_time
+    assert at_recorded_speed == pytest.approx(schedule)
+    assert slept == pytest.approx([delay / 8 for delay in schedule])
+
+
+class _RecordedSleeps:
+    """Stands in for ``asyncio`` in the replay module, noting each wait it asks for."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    async def sleep(self, delay: float) -> None:
+        self.delays.append(delay)
+        await asyncio.sleep(delay)
+
+
+def _record_replay_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    recorded = _RecordedSleeps()
+    monkeypatch.setattr(replay_module, "asyncio", recorded)
+    return recorded.delays
 
 
 def test_replay_of_an_unknown_session_is_one_usage_line(cli: Invoke) -> None:

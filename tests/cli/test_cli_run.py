@@ -11,11 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import Invoke, process_env
 
 from agent_lab.infrastructure import local_llm
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing import ScriptedResponse, SSETranscriptServer
+from tests.cli.cli_helpers import Invoke, process_env
 
 SECRET = "sk-test-DO-NOT-PRINT-4242"
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import Invoke, copy_database, invoke_in
 
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.cli.cli_helpers import Invoke, copy_database, invoke_in
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_helpers import Invoke
 
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
+from tests.cli.cli_helpers import Invoke
 
 SCHEDULE = (
     "Set the volume to 30 and schedule lunch with Sam tomorrow at noon Berlin time, "

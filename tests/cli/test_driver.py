@@ -78,14 +78,18 @@ async def test_turns_end_and_a_terminating_tool_ends_the_session(tmp_path: Path)
 async def test_aclose_observes_the_end_and_releases_the_claim(tmp_path: Path) -> None:
     store = SQLiteSessionStore(tmp_path / "lab.sqlite3")
     seen: list[OutputMessage] = []
-    runtime = DebugRuntime(ScriptedChatClient([text("one")]), session_store=store)
+    runtime = DebugRuntime(
+        ScriptedChatClient([text("one")]), registry=_registry(), session_store=store
+    )
     driver = SessionDriver(runtime, seen.append)
     first = await driver.first_turn(_request("first"))
     await driver.aclose()
     assert first.status == "completed"
     assert [m["type"] for m in seen if m["type"] != "audit"][-1] == "done"
     assert not driver.runtime.running
-    again = DebugRuntime(ScriptedChatClient([text("two")]), session_store=store)
+    again = DebugRuntime(
+        ScriptedChatClient([text("two")]), registry=_registry(), session_store=store
+    )
     second = SessionDriver(again)
     try:
         end = await second.first_turn(_request("second"))

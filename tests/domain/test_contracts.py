@@ -70,4 +70,5 @@ def test_requests_carry_no_secret_fields() -> None:
 def test_runtime_queues_are_injectable() -> None:
     mine: asyncio.Queue[object] = asyncio.Queue(maxsize=5)
     queues = RuntimeQueues(output=mine)
-    assert queues.output is mine and queues.input is not queues.events
+    events: object = queues.events
+    assert queues.output is mine and queues.input is not events

@@ -19,7 +19,7 @@ def test_each_public_name_is_the_layered_modules_object(name: str) -> None:
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        _ = agent_lab.Nope  # type: ignore[attr-defined]
+        _ = agent_lab.Nope
 
 
 def test_importing_the_package_loads_neither_the_sdk_nor_the_runtime() -> None:

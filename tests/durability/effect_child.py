@@ -1,7 +1,7 @@
 """Child processes for the effect campaign: persisted one-turn sessions against the
 simulator, with side-effecting tools.
 
-Usage: python effect_child.py DB_PATH HOME EFFECTS_PATH BASE_URL
+Usage: python -m tests.durability.effect_child DB_PATH HOME EFFECTS_PATH BASE_URL
 
 The process is a *zygote*: it imports everything and warms a model call up once, then
 for each seed read from stdin it forks a child, prints ``{"pid": …}``, waits for the
@@ -22,12 +22,11 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from effect_tools import PROMPT, TOOLS, effect_registry
-
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.durability.effect_tools import PROMPT, TOOLS, effect_registry
 
 
 def session_request(session_id: str | None, mode: str) -> DebugRunRequest:
@@ -36,7 +35,7 @@ def session_request(session_id: str | None, mode: str) -> DebugRunRequest:
         user_message=PROMPT,
         chat_agent=AgentParams(model="agent-lab-sim"),
         event_agent=EventAgentParams(enabled_tools=TOOLS, max_event_loops=2),
-        tool_invocation_mode=mode,  # type: ignore[arg-type]
+        tool_invocation_mode=mode,
     )
 
 

@@ -90,7 +90,7 @@ async def run_session(
         user_message="turn 1",
         chat_agent=AgentParams(model="scripted"),
         event_agent=EventAgentParams(enabled_tools=["effect.write"], max_event_loops=1),
-        tool_invocation_mode=mode,  # type: ignore[arg-type]
+        tool_invocation_mode=mode,
     )
     runtime = DebugRuntime(
         scripted_model(session_id, mode),

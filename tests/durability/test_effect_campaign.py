@@ -36,15 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from effect_child import child_output, session_request
-from effect_tools import (
-    EFFECT_TOOLS,
-    PROMPT,
-    Effect,
-    effect_registry,
-    prepare_effects,
-    read_effects,
-)
 
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
@@ -54,8 +45,18 @@ from agent_lab.infrastructure.simulator.provider import (
     SimulatedProviderServer,
 )
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.durability.effect_child import child_output, session_request
+from tests.durability.effect_tools import (
+    EFFECT_TOOLS,
+    PROMPT,
+    Effect,
+    effect_registry,
+    prepare_effects,
+    read_effects,
+)
 
-CHILD = Path(__file__).with_name("effect_child.py")
+CHILD = "tests.durability.effect_child"
+ROOT = Path(__file__).parents[2]
 KILLS = int(os.environ.get("AGENT_LAB_KILLS", "20"))
 RECORDED = ("succeeded", "failed")
 
@@ -78,12 +79,12 @@ class Campaign:
     def start(self) -> None:
         """The zygote that forks one child per kill (see effect_child)."""
         self.zygote = subprocess.Popen(
-            [sys.executable, str(CHILD), *map(str, (self.db, self.home, self.effects))]
+            [sys.executable, "-m", CHILD, *map(str, (self.db, self.home, self.effects))]
             + [self.base_url],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            cwd=CHILD.parent,
+            cwd=ROOT,
         )
         assert self._read_zygote() == {"zygote": True}
 
@@ -138,7 +139,7 @@ class Campaign:
             async with OpenAICompatibleChatClient(self.base_url, max_retries=0) as client:
                 runtime = DebugRuntime(client, registry=registry, session_store=store)
                 request = session_request(session["id"], mode)
-                return [o async for o in runtime.run(request)]
+                return [dict(o) async for o in runtime.run(request)]
 
     def check(
         self, session: dict[str, Any], turn: int | None, outputs: list[dict[str, Any]]

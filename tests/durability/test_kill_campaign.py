@@ -24,7 +24,7 @@ import pytest
 from agent_lab.application._modes import restore_history
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
-from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+from agent_lab.infrastructure.openai_compat.transcript_validation import validate_tool_transcript
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing import ScriptedChatClient, text
 
@@ -77,10 +77,8 @@ def _check_database(db: Path, effects: Path, completed: list[dict[str, Any]]) ->
             mode = session["config"]["tool_invocation_mode"]
             if mode == "chat_agent_tools":
                 # no partial batch is visible: the committed transcript itself is valid
-                OpenAICompatibleChatClient._validate_tool_transcript(None, _as_messages(records))
-            OpenAICompatibleChatClient._validate_tool_transcript(
-                None, restore_history(records, mode)
-            )
+                validate_tool_transcript(_as_messages(records))
+            validate_tool_transcript(restore_history(records, mode))
             for batch in store.list_batches(session["id"]):
                 counts["batches"] += 1
                 state_key = f"batches_{batch['state']}"
@@ -108,7 +106,7 @@ async def _reconnect(db: Path, session_id: str, mode: str) -> list[dict[str, Any
         user_message="after the crash",
         chat_agent=AgentParams(model="scripted"),
         event_agent=EventAgentParams(enabled_tools=[], max_event_loops=0),
-        tool_invocation_mode=mode,  # type: ignore[arg-type]
+        tool_invocation_mode=mode,
     )
 
     runtime = DebugRuntime(client, session_store=store)
@@ -117,7 +115,7 @@ async def _reconnect(db: Path, session_id: str, mode: str) -> list[dict[str, Any
     while not any(m["type"] in {"turn_completed", "error"} for m in outputs):
         outputs.append(await asyncio.wait_for(queues.output.get(), timeout=10))
     await runtime.aclose()
-    OpenAICompatibleChatClient._validate_tool_transcript(None, client.calls[0].messages)
+    validate_tool_transcript(client.calls[0].messages)
     store.close()
     return outputs
 

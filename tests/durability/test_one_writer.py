@@ -25,7 +25,7 @@ def _request(text_: str = "hello", mode: str = "dual_agent") -> DebugRunRequest:
         session_id="shared",
         user_message=text_,
         chat_agent=AgentParams(model="m"),
-        tool_invocation_mode=mode,  # type: ignore[arg-type]
+        tool_invocation_mode=mode,
     )
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_faults import FAULTS, SITES, FaultInjectingStore
 
 from agent_lab.application._transcript import message_from_record
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
@@ -18,9 +17,10 @@ from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import StreamItem
-from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+from agent_lab.infrastructure.openai_compat.transcript_validation import validate_tool_transcript
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing import FunctionChatClient, RecordedCall
+from tests.durability.storage_faults import FAULTS, SITES, FaultInjectingStore
 
 TINY_FS = os.environ.get("AGENT_LAB_TINY_FS")
 """Set (to a tmpfs folder) when this module runs inside its private mount namespace."""
@@ -83,7 +83,7 @@ def _request(mode: str) -> DebugRunRequest:
         event_agent=EventAgentParams(
             enabled_tools=["probe"], max_event_loops=1, max_parallel_events=1
         ),
-        tool_invocation_mode=mode,  # type: ignore[arg-type]
+        tool_invocation_mode=mode,
     )
 
 
@@ -122,7 +122,7 @@ async def test_a_failed_write_stops_side_effects_and_the_next_turn_recovers(
     # then, freeing disk space in the middle of a later case's "full disk".
     request.addfinalizer(store.inner.close)
     ran: list[str] = []
-    runtime = DebugRuntime(_model(mode), registry=_registry(ran), session_store=store)  # type: ignore[arg-type]
+    runtime = DebugRuntime(_model(mode), registry=_registry(ran), session_store=store)
     queues = runtime.start_session(_request(mode))
     first = await _until(queues, {"turn_completed", "error"})
 
@@ -148,9 +148,7 @@ async def test_a_failed_write_stops_side_effects_and_the_next_turn_recovers(
 
     check = SQLiteSessionStore(path)
     records = check.list_messages("faulty")
-    OpenAICompatibleChatClient._validate_tool_transcript(
-        None, [message_from_record(r) for r in records]
-    )
+    validate_tool_transcript([message_from_record(r) for r in records])
     assert records[-1]["content"].startswith("done")
     for batch in check.list_batches("faulty"):
         assert all(call["state"] != "pending" for call in batch["calls"]), batch

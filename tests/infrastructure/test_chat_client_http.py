@@ -477,7 +477,7 @@ async def test_breaking_out_of_the_stream_closes_it_cleanly(collect: Collect) ->
         async for item in stream:
             if item.kind == "message_delta":
                 break
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()
         assert [item.content for item in await collect(client) if item.content] == ["ok"]
 
 

@@ -181,5 +181,5 @@ async def test_concurrent_first_calls_share_one_warm_up() -> None:
 
         results = await asyncio.gather(one(), one(), one())
         await client.aclose()
-    assert results == [["ok"]] * 3
+    assert list(results) == [["ok"]] * 3
     assert server.request_count == 3

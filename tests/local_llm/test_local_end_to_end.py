@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,9 +206,9 @@ def make_request(
     )
 
 
-async def run_one_turn(runtime: DebugRuntime, request: DebugRunRequest) -> list[dict[str, Any]]:
+async def run_one_turn(runtime: DebugRuntime, request: DebugRunRequest) -> list[Mapping[str, Any]]:
     """``run()`` one turn; fail on an error output."""
-    outputs = [message async for message in runtime.run(request)]
+    outputs: list[Mapping[str, Any]] = [message async for message in runtime.run(request)]
     errors = [message for message in outputs if message["type"] == "error"]
     assert not errors, errors
     assert outputs[-1] == {"type": "done"}
@@ -239,7 +239,7 @@ def audits(store: SQLiteSessionStore, session_id: str, event: str) -> list[dict[
     ]
 
 
-def session_id_of(outputs: list[dict[str, Any]]) -> str:
+def session_id_of(outputs: Sequence[Mapping[str, Any]]) -> str:
     started = [message for message in outputs if message["type"] == "session_started"]
     return str(started[0]["session_id"])
 

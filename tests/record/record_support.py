@@ -80,7 +80,7 @@ def request(
         user_message=message,
         chat_agent=AgentParams(model=model),
         event_agent=EventAgentParams(enabled_tools=list(tools)),
-        tool_invocation_mode=mode,  # type: ignore[arg-type]
+        tool_invocation_mode=mode,
     )
 
 

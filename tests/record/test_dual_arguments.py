@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from record_support import (
+
+from agent_lab.application.tools import ToolDefinition, ToolRegistry, build_default_tool_registry
+from agent_lab.infrastructure.simulator.provider import SimulatedProviderServer
+from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.infrastructure.tool_backends.backends import local_backends
+from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
+from tests.record.record_support import (
     BUILTIN_TOOLS,
     answer,
     assert_same_records,
@@ -19,18 +25,12 @@ from record_support import (
     with_events,
 )
 
-from agent_lab.application.tools import ToolDefinition, ToolRegistry, build_default_tool_registry
-from agent_lab.infrastructure.simulator.provider import SimulatedProviderServer
-from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
-from agent_lab.infrastructure.tool_backends.backends import local_backends
-from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
-
 NOON_IN_BERLIN = "2026-07-14T12:00:00+02:00"
 
 
 def _audit(outputs: list[dict[str, Any]], name: str) -> dict[str, Any]:
     [found] = [o["details"] for o in outputs if o["type"] == "audit" and o["event"] == name]
-    return found
+    return dict(found)
 
 
 @pytest.mark.asyncio

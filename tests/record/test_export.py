@@ -8,7 +8,6 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from record_support import BUILTIN_TOOLS, answer, request, run_once
 
 from agent_lab.application.export import (
     EXPORT_VERSION,
@@ -24,6 +23,7 @@ from agent_lab.infrastructure.simulator.provider import SimulatedProviderServer
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.infrastructure.tool_backends.backends import local_backends
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
+from tests.record.record_support import BUILTIN_TOOLS, answer, request, run_once
 
 
 @pytest.mark.asyncio

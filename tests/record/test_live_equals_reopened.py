@@ -11,7 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from record_support import (
+
+from agent_lab.application.record import LiveRecords, TurnRecord
+from agent_lab.application.runtime import DebugRuntime
+from agent_lab.application.tools import ToolDefinition, ToolRegistry, build_default_tool_registry
+from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+from agent_lab.infrastructure.simulator.provider import SimulatedProviderServer
+from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.infrastructure.tool_backends.backends import local_backends
+from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
+from tests.record.record_support import (
     BUILTIN_TOOLS,
     answer,
     assert_same_records,
@@ -24,15 +33,6 @@ from record_support import (
     tool_results,
     with_events,
 )
-
-from agent_lab.application.record import LiveRecords, TurnRecord
-from agent_lab.application.runtime import DebugRuntime
-from agent_lab.application.tools import ToolDefinition, ToolRegistry, build_default_tool_registry
-from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
-from agent_lab.infrastructure.simulator.provider import SimulatedProviderServer
-from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
-from agent_lab.infrastructure.tool_backends.backends import local_backends
-from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
 
 
 def _assert_record_matches_outputs(record: TurnRecord, outputs: list[dict[str, Any]]) -> None:

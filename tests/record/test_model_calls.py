@@ -10,14 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from record_support import (
-    BUILTIN_TOOLS,
-    answer,
-    assert_same_records,
-    reopened,
-    request,
-    run_once,
-)
 
 from agent_lab.application.pricing import OverriddenPrices, Price
 from agent_lab.application.record import LiveRecords, request_sent
@@ -29,6 +21,14 @@ from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.infrastructure.tool_backends.backends import local_backends
 from agent_lab.testing import ScriptedChatClient, text
 from agent_lab.testing.sse_server import SSETranscriptServer
+from tests.record.record_support import (
+    BUILTIN_TOOLS,
+    answer,
+    assert_same_records,
+    reopened,
+    request,
+    run_once,
+)
 
 SIM_PRICE = Price(input_per_mtok=Decimal("1.5"), output_per_mtok=Decimal("6"))
 

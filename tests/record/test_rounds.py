@@ -8,12 +8,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from record_support import answer, assert_same_records, reopened, request, run_once, with_events
 
 from agent_lab.application.events import ResultPolicy
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing.sse_server import SSETranscriptServer
+from tests.record.record_support import (
+    answer,
+    assert_same_records,
+    reopened,
+    request,
+    run_once,
+    with_events,
+)
 
 SCHEMA = {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}
 

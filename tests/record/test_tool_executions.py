@@ -7,12 +7,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from record_support import answer, assert_same_records, reopened, request, run_once, tool_calls
 
 from agent_lab.application._audit_details import RESULT_CAP_CHARS
 from agent_lab.application.events import ResultPolicy
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.testing.sse_server import SSETranscriptServer
+from tests.record.record_support import (
+    answer,
+    assert_same_records,
+    reopened,
+    request,
+    run_once,
+    tool_calls,
+)
 
 BIG = "x" * (RESULT_CAP_CHARS + 10)
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, TypeAlias
 
+from agent_lab.application.protocol import OutputMessage
 from agent_lab.application.queues import RuntimeQueues
 
+Output: TypeAlias = Mapping[str, Any]
+"""An output message read by key, the way a test inspects it."""
 
-async def collect(stream: AsyncIterator[dict[str, Any]]) -> list[dict[str, Any]]:
+
+async def collect(stream: AsyncIterator[OutputMessage]) -> list[Output]:
     return [message async for message in stream]
 
 
@@ -27,13 +31,13 @@ async def read_until(
     return outputs
 
 
-def business(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def business(outputs: Sequence[Output]) -> list[Output]:
     return [message for message in outputs if message["type"] != "audit"]
 
 
-def audits(outputs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+def audits(outputs: Sequence[Output], name: str) -> list[Output]:
     return [m for m in outputs if m["type"] == "audit" and m["event"] == name]
 
 
-def deltas(outputs: list[dict[str, Any]]) -> list[str]:
+def deltas(outputs: Sequence[Output]) -> list[str]:
     return [m["content"] for m in outputs if m["type"] == "message_delta"]

@@ -10,18 +10,20 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from runtime_helpers import audits, collect
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
+from agent_lab.application.protocol import ErrorMessage
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolDefinition, ToolExecutionContext, ToolRegistry
 from agent_lab.domain import errors
+from agent_lab.domain.errors import ExitClass
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.interfaces.cli.common import run_failure
 from agent_lab.testing import ScriptedChatClient, text, text_event
 from agent_lab.testing.sse_server import SSETranscriptServer
+from tests.runtime.runtime_helpers import audits, collect
 
 
 @pytest.mark.parametrize(
@@ -54,10 +56,17 @@ def test_the_transcript_error_is_a_project_error_and_a_value_error() -> None:
 
 def test_the_cli_takes_the_exit_code_from_the_error_output_without_parsing_the_reason() -> None:
     # A status the CLI has no wording for: the code still follows the error's class.
-    teapot = {"type": "error", "message": "teapot", "failure_reason": "provider_error:http_418"}
-    assert run_failure({**teapot, "exit_class": "usage"}) == (2, "teapot")
-    assert run_failure({**teapot, "exit_class": "run_failed"}) == (1, "teapot")
-    assert run_failure({**teapot, "exit_class": "interrupted"})[0] == 130
+    def teapot(exit_class: ExitClass) -> ErrorMessage:
+        return {
+            "type": "error",
+            "message": "teapot",
+            "failure_reason": "provider_error:http_418",
+            "exit_class": exit_class,
+        }
+
+    assert run_failure(teapot("usage")) == (2, "teapot")
+    assert run_failure(teapot("run_failed")) == (1, "teapot")
+    assert run_failure(teapot("interrupted"))[0] == 130
 
 
 def _direct_request(pre_messages: list[ChatMessage]) -> DebugRunRequest:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_helpers import audits, collect
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
@@ -19,6 +18,7 @@ from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing import ScriptedChatClient, text
+from tests.runtime.runtime_helpers import audits, collect
 
 
 def _registry() -> ToolRegistry:
@@ -79,7 +79,9 @@ async def test_a_row_with_an_unknown_role_gives_an_error_naming_it_and_frees_the
     seq = _corrupt(
         path, "UPDATE messages SET role = 'bogus' WHERE content = 'found it' RETURNING seq"
     )
-    runtime = DebugRuntime(ScriptedChatClient([text("never")]), session_store=store)
+    runtime = DebugRuntime(
+        ScriptedChatClient([text("never")]), registry=_registry(), session_store=store
+    )
 
     outputs = await asyncio.wait_for(collect(runtime.run(_request())), timeout=30)
     await runtime.aclose()

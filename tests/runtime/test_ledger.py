@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_helpers import audits, read_until
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
@@ -22,6 +21,7 @@ from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
+from tests.runtime.runtime_helpers import audits, read_until
 
 MODES = ["dual_agent", "chat_agent_tools"]
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
@@ -35,7 +35,7 @@ def _request(mode: str, session_id: str, message: str = "do both") -> DebugRunRe
         event_agent=EventAgentParams(
             enabled_tools=["effect"], max_event_loops=1, max_parallel_events=1
         ),
-        tool_invocation_mode=mode,  # type: ignore[arg-type]
+        tool_invocation_mode=mode,
     )
 
 
@@ -232,7 +232,7 @@ async def test_after_a_crash_the_recorded_effects_go_back_to_the_model_once(
     again = DebugRuntime(
         later, registry=_blocking_registry(asyncio.Event()), session_store=reopened
     )
-    outputs = [o async for o in again.run(_request(mode, "s1", "hi"))]
+    outputs = [dict(o) async for o in again.run(_request(mode, "s1", "hi"))]
     assert outputs[-1] == {"type": "done"}
     assert "recovered_calls" not in audits(outputs, "session_started")[0]["details"]
     assert _note(mode, later.calls[0].messages) == []

@@ -156,10 +156,10 @@ async def test_handlers_receive_the_calls_idempotency_key_in_both_modes(mode: st
         user_message="go",
         chat_agent=AgentParams(model="scripted"),
         event_agent=EventAgentParams(enabled_tools=["effect"], max_event_loops=1),
-        tool_invocation_mode=mode,  # type: ignore[arg-type]
+        tool_invocation_mode=mode,
     )
 
-    outputs = [output async for output in runtime.run(request)]
+    outputs: list[dict[str, Any]] = [dict(output) async for output in runtime.run(request)]
 
     assert outputs[-1] == {"type": "done"}
     started = next(o for o in outputs if o.get("event") == "event_batch_started")

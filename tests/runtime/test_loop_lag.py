@@ -8,7 +8,6 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from runtime_helpers import audits, read_until
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest
 from agent_lab.application.loop_lag import monitor_for
@@ -16,6 +15,7 @@ from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolRegistry
 from agent_lab.domain.messages import StreamItem
 from agent_lab.testing import FunctionChatClient, RecordedCall
+from tests.runtime.runtime_helpers import audits, read_until
 
 BLOCK_SECONDS = 0.08
 

@@ -7,16 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_helpers import read_until
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, StreamItem, TokenUsage
-from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+from agent_lab.infrastructure.openai_compat.transcript_validation import validate_tool_transcript
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
+from tests.runtime.runtime_helpers import read_until
 
 
 def _call(call_id: str) -> ToolCallEvent:
@@ -70,7 +70,7 @@ async def test_reconnect_repairs_a_broken_direct_transcript(tmp_path: Path) -> N
 
     assert not any(m["type"] == "error" for m in outputs)
     sent = client.calls[0].messages
-    OpenAICompatibleChatClient._validate_tool_transcript(client, sent)
+    validate_tool_transcript(sent)
     assert [(m.role, m.content, [c.id for c in m.tool_calls]) for m in sent] == [
         ("system", "sys", []),
         ("user", "q1", []),
@@ -84,6 +84,10 @@ async def test_reconnect_repairs_a_broken_direct_transcript(tmp_path: Path) -> N
 
 
 def _fallback_registry(executed: list[dict[str, Any]]) -> ToolRegistry:
+    def search(event: ToolCallEvent) -> dict[str, Any]:
+        executed.append(event.arguments)
+        return {"hits": 0}
+
     return ToolRegistry(
         [
             ToolDefinition(
@@ -94,7 +98,7 @@ def _fallback_registry(executed: list[dict[str, Any]]) -> ToolRegistry:
                     "properties": {"query": {"type": "string", "minLength": 1}},
                     "required": ["query"],
                 },
-                handler=lambda event: executed.append(event.arguments) or {"hits": 0},
+                handler=search,
                 argument_resolver=lambda event, context: {"query": ""},
             )
         ]

@@ -6,15 +6,20 @@ import json
 from typing import Any
 
 import pytest
-from runtime_helpers import audits, business, collect, deltas
 
-from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
+from agent_lab.application.contracts import (
+    AgentParams,
+    DebugRunRequest,
+    EventAgentParams,
+    ToolInvocationMode,
+)
 from agent_lab.application.events import ResultPolicy
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import StreamItem
 from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
+from tests.runtime.runtime_helpers import audits, business, collect, deltas
 
 SCHEDULE = {
     "title": "Design review",
@@ -23,12 +28,12 @@ SCHEDULE = {
 }
 
 
-def _request(mode: str, tools: list[str], loops: int = 1) -> DebugRunRequest:
+def _request(mode: ToolInvocationMode, tools: list[str], loops: int = 1) -> DebugRunRequest:
     return DebugRunRequest(
         user_message="please handle it",
         chat_agent=AgentParams(model="chat-model"),
         event_agent=EventAgentParams(enabled_tools=tools, max_event_loops=loops),
-        tool_invocation_mode=mode,  # type: ignore[arg-type]
+        tool_invocation_mode=mode,
     )
 
 
@@ -76,7 +81,7 @@ async def test_mixed_batch_with_terminate_runs_everything_and_stops_without_foll
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("mode", ["dual_agent", "chat_agent_tools"])
-async def test_two_terminates_in_one_round_are_coalesced(mode: str) -> None:
+async def test_two_terminates_in_one_round_are_coalesced(mode: ToolInvocationMode) -> None:
     client = ScriptedChatClient(
         [[_item(mode, "term-1", "session.terminate"), _item(mode, "term-2", "session.terminate")]]
     )
@@ -115,7 +120,7 @@ def _failing_registry(policy: ResultPolicy) -> ToolRegistry:
 @pytest.mark.parametrize("mode", ["dual_agent", "chat_agent_tools"])
 @pytest.mark.parametrize("policy", [ResultPolicy.SILENT_SUCCESS, ResultPolicy.TEMPLATE])
 async def test_failed_silent_or_template_tool_gets_exactly_one_corrective_round(
-    mode: str, policy: ResultPolicy
+    mode: ToolInvocationMode, policy: ResultPolicy
 ) -> None:
     client = ScriptedChatClient(
         [
@@ -140,7 +145,7 @@ async def test_failed_silent_or_template_tool_gets_exactly_one_corrective_round(
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("mode", ["dual_agent", "chat_agent_tools"])
-async def test_successful_silent_tool_needs_no_second_call(mode: str) -> None:
+async def test_successful_silent_tool_needs_no_second_call(mode: ToolInvocationMode) -> None:
     client = ScriptedChatClient(
         [
             [

@@ -11,7 +11,6 @@ import tracemalloc
 import weakref
 
 import pytest
-from runtime_helpers import read_until
 
 from agent_lab.application import _persistence
 from agent_lab.application.compact_queue import CompactQueue
@@ -19,6 +18,7 @@ from agent_lab.application.contracts import AgentParams, DebugRunRequest
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolRegistry
 from agent_lab.testing import InMemorySessionStore, ScriptedChatClient, text
+from tests.runtime.runtime_helpers import read_until
 
 
 def _request() -> DebugRunRequest:
@@ -34,7 +34,8 @@ async def test_an_ended_session_is_freed_without_the_garbage_collector() -> None
     await queues.input.put(None)
     await read_until(queues, {"done"})
     await runtime.aclose()
-    runner = weakref.ref(runtime._runner)  # type: ignore[arg-type]
+    assert runtime._runner is not None
+    runner = weakref.ref(runtime._runner)
     gc.disable()
     try:
         del runtime, queues

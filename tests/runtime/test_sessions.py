@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
-from runtime_helpers import audits, collect, deltas, read_until
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
@@ -15,6 +15,7 @@ from agent_lab.domain.errors import ProviderHTTPError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
+from tests.runtime.runtime_helpers import audits, collect, deltas, read_until
 
 
 def _recording_registry(seen: list[tuple[str, str]], executed: list[str]) -> ToolRegistry:
@@ -80,13 +81,17 @@ def _direct_session(tools: list[str]) -> DebugRunRequest:
 
 
 def _counting_registry(executed: list[str]) -> ToolRegistry:
+    def count(event: ToolCallEvent) -> dict[str, Any]:
+        executed.append(event.id)
+        return {"count": len(executed)}
+
     return ToolRegistry(
         [
             ToolDefinition(
                 name="counter",
                 description="Counts.",
                 parameters={"type": "object"},
-                handler=lambda event: executed.append(event.id) or {"count": len(executed)},
+                handler=count,
             )
         ]
     )
@@ -261,6 +266,7 @@ async def test_leaving_run_early_stops_the_turn() -> None:
     async for message in stream:
         if message["type"] == "event":
             break
+    assert isinstance(stream, AsyncGenerator)
     await stream.aclose()
     assert not runtime.running
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from runtime_helpers import collect, read_until
 
 from agent_lab.application import _turn
 from agent_lab.application.contracts import (
@@ -22,6 +21,7 @@ from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.testing import tool_call
+from tests.runtime.runtime_helpers import collect, read_until
 
 
 def test_max_event_loops_has_an_upper_bound() -> None:

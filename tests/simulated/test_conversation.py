@@ -9,11 +9,17 @@ from typing import Any
 
 import httpx
 import pytest
-from test_simulated_provider import SEARCH_PAYLOAD, dual_body, event_names, stream, tool
 
 from agent_lab.domain.events import EVENT_BLOCK_START
 from agent_lab.infrastructure.simulator.clock import extract_timezone
 from agent_lab.infrastructure.simulator.intents import IntentKind, detect_intents
+from tests.simulated.test_simulated_provider import (
+    SEARCH_PAYLOAD,
+    dual_body,
+    event_names,
+    stream,
+    tool,
+)
 
 ASK = "Set the volume to 30 and schedule lunch with Sam tomorrow at noon Berlin time"
 VOLUME_RESULT = {"tool": "device.volume.adjust", "previous": 50, "volume": 30}
@@ -29,7 +35,7 @@ CONFIRMATION = "Scheduled Lunch with Sam for 2026-07-14T12:00:00+02:00 (Europe/B
 
 def _tools_turn(*results: dict[str, Any], after: list[dict[str, Any]]) -> dict[str, Any]:
     names = ["device__volume__adjust", "calendar__schedule__create"]
-    calls = [
+    calls: list[dict[str, Any]] = [
         {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": "{}"}}
         for i, name in enumerate(names[: len(results)])
     ]

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from test_conversation import ASK, CALENDAR_RESULT
-from test_simulated_provider import dual_body, event_names, stream, tool
 
 from agent_lab.application._modes import DirectMode, DualMode
-from agent_lab.application._recovery import RecoveredCall, Recovery
+from agent_lab.application._recovery import RecoveredCall, RecoveredStatus, Recovery
+from tests.simulated.test_conversation import ASK, CALENDAR_RESULT
+from tests.simulated.test_simulated_provider import dual_body, event_names, stream, tool
 
 VOLUME = "device.volume.adjust"
 CALENDAR = "calendar.schedule.create"
 
 
-def _recovery(volume_status: str) -> Recovery:
+def _recovery(volume_status: RecoveredStatus) -> Recovery:
     calls = (
         RecoveredCall("b", 1, 1, "c1", VOLUME, {"level": 30}, volume_status, "s:turn-1:round-1:c1"),
         RecoveredCall("b", 1, 1, "c2", CALENDAR, {}, "succeeded", result=CALENDAR_RESULT),

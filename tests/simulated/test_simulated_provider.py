@@ -17,6 +17,7 @@ from openai import AsyncOpenAI
 
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.events import EVENT_BLOCK_END, EVENT_BLOCK_START
+from agent_lab.infrastructure.simulator import provider as simulator_provider
 from agent_lab.infrastructure.simulator.intents import IntentKind, detect_intents
 from agent_lab.infrastructure.simulator.provider import (
     MODEL_ID,
@@ -137,7 +138,10 @@ class Streamed:
         return usage
 
 
-async def stream(http: httpx.AsyncClient, body: dict[str, Any]) -> Streamed:
+async def stream(
+    http: httpx.AsyncClient, body: dict[str, Any], first_chunk: asyncio.Barrier | None = None
+) -> Streamed:
+    """Stream one completion; with ``first_chunk``, meet there after the first chunk."""
     payload = {**body, "stream": True, "stream_options": {"include_usage": True}}
     started = time.perf_counter()
     first: float | None = None
@@ -147,7 +151,10 @@ async def stream(http: httpx.AsyncClient, body: dict[str, Any]) -> Streamed:
         assert response.headers["content-type"].startswith("text/event-stream")
         async for line in response.aiter_lines():
             if line:
-                first = first if first is not None else time.perf_counter() - started
+                if first is None:
+                    first = time.perf_counter() - started
+                    if first_chunk is not None:
+                        await first_chunk.wait()
                 lines.append(line)
     assert all(line.startswith("data: ") for line in lines)
     done = lines[-1] == "data: [DONE]"
@@ -549,8 +556,31 @@ async def test_usage_reports_cached_tokens_for_a_repeated_prefix(http: httpx.Asy
 # --- latency --------------------------------------------------------------------------
 
 
+class _RecordedSleeps:
+    """Stands in for ``asyncio`` in the provider module, noting each wait it asks for."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    async def sleep(self, delay: float) -> None:
+        self.delays.append(delay)
+        await asyncio.sleep(delay)
+
+
+@pytest.fixture
+def provider_sleeps(monkeypatch: pytest.MonkeyPatch) -> _RecordedSleeps:
+    recorded = _RecordedSleeps()
+    monkeypatch.setattr(simulator_provider, "asyncio", recorded)
+    return recorded
+
+
 @pytest.mark.asyncio
-async def test_latency_model_respects_time_to_first_token() -> None:
+async def test_latency_model_respects_time_to_first_token(
+    provider_sleeps: _RecordedSleeps,
+) -> None:
     provider = SimulatedProvider(LatencyModel(ttft_ms=200, tokens_per_second=0, jitter=0.0))
     body = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
     async with (
@@ -558,28 +588,38 @@ async def test_latency_model_respects_time_to_first_token() -> None:
         httpx.AsyncClient(base_url=server.base_url) as http,
     ):
         await stream(http, body)  # warm the connection
+        provider_sleeps.delays.clear()
         result = await stream(http, body)
-    assert 0.18 <= result.elapsed_to_first < 1.0
+    # One wait before the first chunk, of the time to first token; nothing after it.
+    assert len(provider_sleeps.delays) == 1
+    assert 0 < provider_sleeps.delays[0] <= 0.2
+    assert result.elapsed_to_first >= 0.18
+    assert len(result.choice_chunks) > 2
 
 
 @pytest.mark.asyncio
-async def test_latency_model_paces_tokens_and_zero_latency_is_fast(
-    http: httpx.AsyncClient,
+async def test_latency_model_paces_tokens_and_zero_latency_never_waits(
+    http: httpx.AsyncClient, provider_sleeps: _RecordedSleeps
 ) -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": "Tell me about tides."}]}
-    started = time.perf_counter()
     fast = await stream(http, body)
-    assert time.perf_counter() - started < 0.5
+    assert provider_sleeps.delays == []
     tokens = fast.usage["completion_tokens"]
     provider = SimulatedProvider(LatencyModel(ttft_ms=0, tokens_per_second=100, jitter=0.0))
     async with (
         SimulatedProviderServer(provider) as server,
         httpx.AsyncClient(base_url=server.base_url) as client,
     ):
+        provider_sleeps.delays.clear()
         started = time.perf_counter()
-        await stream(client, body)
-        paced = time.perf_counter() - started
-    assert (tokens - 1) / 100 * 0.9 <= paced < (tokens - 1) / 100 + 1.0
+        paced = await stream(client, body)
+        took = time.perf_counter() - started
+    assert paced.content == fast.content
+    # The waits add up to the token schedule (deadlines are absolute, so a late wake-up
+    # shortens the next wait instead of adding to it), and the stream took at least that.
+    assert len(provider_sleeps.delays) > 1
+    assert sum(provider_sleeps.delays) <= (tokens - 1) / 100 + 1e-6
+    assert took >= (tokens - 1) / 100 * 0.9
 
 
 def test_latency_jitter_is_seeded_and_bounded() -> None:
@@ -622,21 +662,26 @@ async def test_same_seed_gives_identical_streams(clock: Callable[[], datetime]) 
 
 
 @pytest.mark.asyncio
+@pytest.mark.timeout(180)
 async def test_two_hundred_concurrent_streams_complete() -> None:
     provider = SimulatedProvider(LatencyModel(ttft_ms=100, tokens_per_second=200, jitter=0.1))
     limits = httpx.Limits(max_connections=250, max_keepalive_connections=250)
+    all_open = asyncio.Barrier(200)
+
+    async def concurrently(http: httpx.AsyncClient, n: int) -> Streamed:
+        # No stream may go past its first chunk until every stream has one: a provider
+        # that served them one after another would never let this barrier open.
+        return await stream(http, dual_body(f"Set the volume to {n % 100}"), all_open)
+
     async with (
         SimulatedProviderServer(provider) as server,
-        httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=60) as http,
+        httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=120) as http,
     ):
-        started = time.perf_counter()
-        results = await asyncio.gather(
-            *(stream(http, dual_body(f"Set the volume to {n % 100}")) for n in range(200))
+        results = await asyncio.wait_for(
+            asyncio.gather(*(concurrently(http, n) for n in range(200))), timeout=150
         )
-        elapsed = time.perf_counter() - started
     assert all(result.done for result in results)
     assert [event_names(r.content) for r in results] == [["device.volume.adjust"]] * 200
-    assert elapsed < 10, "streams must run concurrently (sequentially this takes > 30 s)"
 
 
 # --- the official SDK ---------------------------------------------------------------

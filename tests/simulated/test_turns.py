@@ -21,8 +21,14 @@ import pytest
 import pytest_asyncio
 
 from agent_lab.application.builtin_tools import builtin_tool_definitions
-from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
+from agent_lab.application.contracts import (
+    AgentParams,
+    DebugRunRequest,
+    EventAgentParams,
+    ToolInvocationMode,
+)
 from agent_lab.application.pricing import Price, cost_breakdown
+from agent_lab.application.protocol import OutputMessage
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain.events import ToolCallEvent
@@ -44,7 +50,7 @@ TOOLS = [
     "handoff_note",
     "session.terminate",
 ]
-MODES = ["dual_agent", "chat_agent_tools"]
+MODES: list[ToolInvocationMode] = ["dual_agent", "chat_agent_tools"]
 NOON_IN_BERLIN = "2026-07-14T12:00:00+02:00"
 """``tomorrow at noon`` seen from the fixed clock (summer time in Berlin)."""
 
@@ -58,10 +64,10 @@ async def chat_client(server: SimulatedProviderServer) -> AsyncIterator[OpenAICo
 async def run_turn(
     client: OpenAICompatibleChatClient,
     home: Path,
-    mode: str,
+    mode: ToolInvocationMode,
     message: str = PROMPT,
     registry: ToolRegistry | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[OutputMessage], dict[str, Any]]:
     """One turn with the built-in tools on files under ``home``; outputs and usage."""
     registry = registry or build_default_tool_registry(local_backends(home))
     with SQLiteSessionStore(home / "sessions.sqlite3") as store:
@@ -70,14 +76,16 @@ async def run_turn(
             user_message=message,
             chat_agent=AgentParams(model="agent-lab-sim"),
             event_agent=EventAgentParams(enabled_tools=TOOLS),
-            tool_invocation_mode=mode,  # type: ignore[arg-type]
+            tool_invocation_mode=mode,
         )
         outputs = [output async for output in runtime.run(request)]
-        session_id = next(o["session_id"] for o in outputs if o.get("session_id"))
+        session_id = next(
+            o["session_id"] for o in outputs if o["type"] == "session_started" and "session_id" in o
+        )
         return outputs, store.usage_summary(session_id)
 
 
-def results(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def results(outputs: list[OutputMessage]) -> list[dict[str, Any]]:
     """Each tool result's name and payload, in order."""
     return [
         {"name": o["message"]["name"], **json.loads(o["message"]["content"])}
@@ -86,14 +94,14 @@ def results(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def spoken(outputs: list[dict[str, Any]]) -> str:
+def spoken(outputs: list[OutputMessage]) -> str:
     return "".join(o["content"] for o in outputs if o["type"] == "message_delta")
 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("mode", MODES)
 async def test_each_requested_action_runs_once_per_turn(
-    chat_client: OpenAICompatibleChatClient, tmp_path: Path, mode: str
+    chat_client: OpenAICompatibleChatClient, tmp_path: Path, mode: ToolInvocationMode
 ) -> None:
     outputs, usage = await run_turn(chat_client, tmp_path, mode)
 
@@ -110,7 +118,7 @@ async def test_each_requested_action_runs_once_per_turn(
 @pytest.mark.asyncio
 @pytest.mark.parametrize("mode", MODES)
 async def test_final_answer_states_what_the_tools_returned(
-    chat_client: OpenAICompatibleChatClient, tmp_path: Path, mode: str
+    chat_client: OpenAICompatibleChatClient, tmp_path: Path, mode: ToolInvocationMode
 ) -> None:
     outputs, _ = await run_turn(chat_client, tmp_path, mode)
 
@@ -127,7 +135,7 @@ async def test_final_answer_states_what_the_tools_returned(
 @pytest.mark.asyncio
 @pytest.mark.parametrize("mode", MODES)
 async def test_the_turn_ends_with_one_summary_round(
-    chat_client: OpenAICompatibleChatClient, tmp_path: Path, mode: str
+    chat_client: OpenAICompatibleChatClient, tmp_path: Path, mode: ToolInvocationMode
 ) -> None:
     outputs, usage = await run_turn(chat_client, tmp_path, mode)
 
@@ -144,7 +152,7 @@ def _speaker_unplugged(event: ToolCallEvent) -> dict[str, Any]:
 @pytest.mark.asyncio
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_failed_action_is_reported_and_not_retried(
-    chat_client: OpenAICompatibleChatClient, tmp_path: Path, mode: str
+    chat_client: OpenAICompatibleChatClient, tmp_path: Path, mode: ToolInvocationMode
 ) -> None:
     tools = [
         replace(tool, handler=_speaker_unplugged) if tool.name == TOOLS[0] else tool
@@ -201,8 +209,9 @@ async def test_a_stored_turn_is_priced_per_call_round_and_role(
     assert [c.metric_key for c in priced.calls] == [c["metric_key"] for c in models]
     for cost, call in zip(priced.calls, models, strict=True):
         assert cost.amount == sim.cost(call["prompt_tokens"], call["completion_tokens"])
-    rounds = [priced.round(1, 1).total.amount, priced.round(1, 2).total.amount]
-    assert priced.turn(1).total.amount == priced.session.total.amount == sum(rounds, Decimal(0))
+    first, second = priced.round(1, 1).total.amount, priced.round(1, 2).total.amount
+    assert first is not None and second is not None
+    assert priced.turn(1).total.amount == priced.session.total.amount == first + second
     fallbacks = [c for c in models if c["call_kind"] != "chat"]
     assert fallbacks, "the event agent asked the model for some arguments"
     by_role = priced.session.by_role

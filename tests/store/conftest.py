@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_support import StoreFactory
 
 from agent_lab.application.session_store import SessionStore
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing.memory_store import InMemorySessionStore
+from tests.store.store_support import StoreFactory
 
 
 @pytest.fixture(params=["sqlite", "memory"])

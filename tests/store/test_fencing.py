@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_support import assistant, call, metric, tool_reply, user
 
 from agent_lab.domain.errors import PersistenceFailed, SessionBusy
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.store.store_support import assistant, call, metric, tool_reply, user
 
 SHORT_LEASE = 0.05
 

@@ -9,12 +9,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from store_support import assistant, call, tool_reply, user
 
 from agent_lab.application.session_store import SessionStore
 from agent_lab.domain.errors import UsageError
 from agent_lab.infrastructure.sqlite import schema
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.store.store_support import assistant, call, tool_reply, user
 
 SCOPE = "s:turn-1:round-1"
 

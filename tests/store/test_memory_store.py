@@ -9,13 +9,13 @@ from enum import Enum
 from typing import Any
 
 import pytest
-from store_support import StoreFactory, assistant, call, metric, tool_reply, user
 
 from agent_lab.application.session_store import SessionStore
 from agent_lab.domain.errors import SessionBusy, SessionNotFound, UsageError
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing.memory_store import InMemorySessionStore
+from tests.store.store_support import StoreFactory, assistant, call, metric, tool_reply, user
 
 MESSAGE_KEYS = {
     "seq",
@@ -303,9 +303,7 @@ def test_list_audit_logs_after_id_tails_new_records(store: SessionStore) -> None
     session_id = _new_session(store)
     first = store.append_audit(session_id, 1, "a", {})
     store.append_audit(session_id, 1, "b", {})
-    assert [audit["event"] for audit in store.list_audit_logs(session_id, after_id=first)] == [  # type: ignore[call-arg]
-        "b"
-    ]
+    assert [audit["event"] for audit in store.list_audit_logs(session_id, after_id=first)] == ["b"]
 
 
 def test_append_audits_is_all_or_nothing_on_bad_details(store: SessionStore) -> None:

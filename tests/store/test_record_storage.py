@@ -9,12 +9,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from store_support import StoreFactory, assistant, user
-
 from agent_lab.application.session_store import SessionStore
 from agent_lab.infrastructure.sqlite import schema
 from agent_lab.infrastructure.sqlite.blobs import CAP_CHARS, CAP_KEY, HEAD_CHARS
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.store.store_support import StoreFactory, assistant, user
 
 
 def test_failure_reason_and_message_are_stored_and_listed(store_factory: StoreFactory) -> None:

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_support import assistant, call, metric, tool_reply, user
 
 from agent_lab.application.session_store import SessionStore
 from agent_lab.domain.errors import StoreFormatError, UsageError
 from agent_lab.infrastructure.sqlite import schema as _sqlite_schema
 from agent_lab.infrastructure.sqlite.schema import APPLICATION_ID, SCHEMA_VERSION
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.store.store_support import assistant, call, metric, tool_reply, user
 
 TABLES = (
     "sessions",

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from store_support import user
 
 from agent_lab.domain.errors import PersistenceFailed
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from tests.store.store_support import user
 
 
 def _turns_on_disk(path: Path) -> list[tuple[int, str]]:

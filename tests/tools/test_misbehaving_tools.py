@@ -12,7 +12,7 @@ import enum
 import json
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ def request(tools: list[str]) -> DebugRunRequest:
     )
 
 
-def tool_results(outputs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def tool_results(outputs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     return {
         m["message"]["tool_call_id"]: json.loads(m["message"]["content"])
         for m in outputs

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from web_support import lab_settings
 
 from agent_lab.interfaces.settings import LabSettings
+from tests.web.web_support import lab_settings
 
 
 @pytest.fixture(autouse=True)

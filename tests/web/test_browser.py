@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
-from web_support import ServedLab, lab_settings, served
+from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
 
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.infrastructure.tool_backends.backends import local_backends
+from tests.web.web_support import ServedLab, lab_settings, served
 
 pytestmark = pytest.mark.browser
 
@@ -30,7 +30,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-VIEWPORT = {"width": 1440, "height": 900}
+VIEWPORT: ViewportSize = {"width": 1440, "height": 900}
 XSS_MODEL = "<img src=x onerror=window.__xss=1>"
 XSS_TOOL = "<img src=x onerror=window.__xss=2>"
 XSS_SCRIPT = "<script>window.__xss=3</script>"

@@ -10,15 +10,16 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
-from test_browser import CHROMIUM_ARGS, VIEWPORT, browser, send, shots, wait_turn_done
-from web_support import ServedLab, lab_settings, served
+from playwright.sync_api import Browser, Dialog, FloatRect, Page, ViewportSize, expect
+
+from tests.web.test_browser import CHROMIUM_ARGS, VIEWPORT, browser, send, shots, wait_turn_done
+from tests.web.web_support import ServedLab, lab_settings, served
 
 pytestmark = pytest.mark.browser
-PHONE = {"width": 390, "height": 844}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 TOKEN = "honest-ui-token-0123456789"
 __all__ = ["CHROMIUM_ARGS", "browser", "shots"]  # fixtures shared with test_browser
 
@@ -31,7 +32,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedLab]:
         yield srv
 
 
-def open_page(browser: Browser, url: str, viewport: dict[str, int] = VIEWPORT) -> Page:
+def open_page(browser: Browser, url: str, viewport: ViewportSize = VIEWPORT) -> Page:
     context = browser.new_context(viewport=viewport)
     page = context.new_page()
     page.on("pageerror", lambda error: pytest.fail(f"page error: {error}"))
@@ -87,20 +88,20 @@ def no_horizontal_overflow(page: Page) -> None:
     assert width <= PHONE["width"], f"page is {width} px wide"
 
 
-def inside_viewport(page: Page, selector: str) -> dict[str, float]:
+def inside_viewport(page: Page, selector: str) -> FloatRect:
     box = page.locator(selector).first.bounding_box()
     assert box is not None, selector
     assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"] + 0.5, (selector, box)
     return box
 
 
-def overlapping(boxes: list[dict[str, float]], axis: str) -> list[int]:
-    size = "width" if axis == "x" else "height"
+def overlapping(boxes: list[FloatRect], axis: Literal["x", "y"]) -> list[int]:
+    size: Literal["width", "height"] = "width" if axis == "x" else "height"
     ends = [box[axis] + box[size] for box in boxes]
     return [i for i in range(1, len(boxes)) if boxes[i][axis] < ends[i - 1]]
 
 
-def boxes_of(page: Page, selector: str) -> list[dict[str, float]]:
+def boxes_of(page: Page, selector: str) -> list[FloatRect]:
     boxes = (element.bounding_box() for element in page.locator(selector).all())
     return [box for box in boxes if box is not None]
 
@@ -330,7 +331,12 @@ def test_a_missing_token_is_asked_for_once(browser: Browser, locked_lab: ServedL
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     prompts: list[str] = []
-    page.on("dialog", lambda dialog: (prompts.append(dialog.message), dialog.dismiss()))
+
+    def dismiss(dialog: Dialog) -> None:
+        prompts.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     count_dialogs(page)
     page.goto(locked_lab.base_url + "/")
     dialog = page.locator("#token-dialog")

@@ -14,15 +14,16 @@ from typing import Any
 
 import httpx
 import pytest
-from web_support import ServedLab, lab_settings, served, start_message
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
+from websockets.typing import Subprotocol
 
 from agent_lab.interfaces.cli.serve import web_options
 from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.interfaces.web import WebOptions, create_app
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
+from tests.web.web_support import ServedLab, lab_settings, served, start_message
 
 TOKEN = "a-long-lab-token-0123456789"
 SECRET = "sk-web-SECRET-7c2e9a41d0"
@@ -95,7 +96,11 @@ def token_protocol(token: str) -> str:
 def test_the_socket_token_rides_in_the_subprotocol_header(settings: LabSettings) -> None:
     with served(settings, token=TOKEN) as srv:
         url = srv.ws_url + "/ws/sessions/proto"
-        with connect(url, proxy=None, subprotocols=["agent-lab", token_protocol(TOKEN)]) as ws:
+        with connect(
+            url,
+            proxy=None,
+            subprotocols=[Subprotocol("agent-lab"), Subprotocol(token_protocol(TOKEN))],
+        ) as ws:
             ws.send(json.dumps(start_message(lab_of(srv), "hello")))
             frames = frames_until(ws, of_type("turn_completed"))
             chosen = ws.subprotocol

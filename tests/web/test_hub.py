@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from web_support import lab_settings
 
 from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.interfaces.web import WebOptions
 from agent_lab.interfaces.web.hub import LiveSession, Outbox, SessionHub
+from tests.web.web_support import lab_settings
 
 
 def test_outbox_drops_instead_of_blocking() -> None:
@@ -23,8 +24,8 @@ def test_outbox_drops_instead_of_blocking() -> None:
     assert not outbox.offer("d")
 
 
-async def drain_until_turn_completed(outbox: Outbox) -> list[dict[str, object]]:
-    frames = []
+async def drain_until_turn_completed(outbox: Outbox) -> list[dict[str, Any]]:
+    frames: list[dict[str, Any]] = []
     while True:
         frame = json.loads(await outbox.get())
         frames.append(frame)

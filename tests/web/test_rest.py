@@ -7,16 +7,19 @@ from pathlib import Path
 
 import httpx
 import pytest
-from web_support import in_process, receive_until, start_message
+from starlette.testclient import TestClient
 
 from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.interfaces.web import create_app
+from tests.web.web_support import in_process, receive_until, start_message
 
 WS = "ws://127.0.0.1/ws/sessions/"
 
 
-def run_turns(client, lab: Lab, session_id: str, *texts: str, mode: str | None = None) -> None:
+def run_turns(
+    client: TestClient, lab: Lab, session_id: str, *texts: str, mode: str | None = None
+) -> None:
     """Run turns over the WebSocket, then close the session so it is no longer live."""
     with client.websocket_connect(WS + session_id) as ws:
         ws.send_json(start_message(lab, texts[0], mode=mode))

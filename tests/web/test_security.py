@@ -6,11 +6,12 @@ import logging
 from pathlib import Path
 
 import pytest
+from starlette.testclient import WebSocketTestSession
 from starlette.websockets import WebSocketDisconnect
-from web_support import in_process, receive_until, start_message
 
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
+from tests.web.web_support import in_process, receive_until, start_message
 
 WS = "ws://127.0.0.1/ws/sessions/"
 TOKEN = "lab-token-4b1d"
@@ -71,8 +72,8 @@ def test_cross_origin_socket_is_refused(settings: LabSettings) -> None:
     assert refused.value.code == 4403
 
 
-def collect_text(ws, until: str) -> list[str]:
-    texts = []
+def collect_text(ws: WebSocketTestSession, until: str) -> list[str]:
+    texts: list[str] = []
     while True:
         text = ws.receive_text()
         texts.append(text)

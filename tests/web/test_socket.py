@@ -7,10 +7,18 @@ from typing import Any
 
 import pytest
 from starlette.websockets import WebSocketDisconnect
-from web_support import in_process, kind_of, lab_settings, messages_of, receive_until, start_message
 
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.interfaces.web import WebOptions
+from tests.web.web_support import (
+    in_process,
+    kind_of,
+    lab_settings,
+    messages_of,
+    portal_of,
+    receive_until,
+    start_message,
+)
 
 WS = "ws://127.0.0.1/ws/sessions/"
 
@@ -152,7 +160,7 @@ def test_session_keeps_running_without_sockets(settings: LabSettings) -> None:
         hub = app.state.web.hub
         live = hub.get("orphan")
         assert live is not None
-        client.portal.call(_wait_idle, live)
+        portal_of(client).call(_wait_idle, live)
         detail = client.get("/api/sessions/orphan").json()
     assert detail["live"] is True
     assert [turn["status"] for turn in detail["turns"]] == ["completed"]
@@ -270,7 +278,7 @@ def test_commands_sent_just_before_a_disconnect_still_run(settings: LabSettings)
             ws.send_json(start_message(lab, "hello"))
             receive_until(ws, "turn_completed")
             ws.send_json({"type": "close"})
-        client.portal.call(_wait_not_live, app.state.web.hub, "bye")
+        portal_of(client).call(_wait_not_live, app.state.web.hub, "bye")
 
 
 async def _wait_not_live(hub: Any, session_id: str) -> None:

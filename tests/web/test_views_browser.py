@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
-from test_browser import VIEWPORT, browser, send, wait_turn_done
-from web_support import ServedLab, lab_settings, served
+
+from tests.web.test_browser import VIEWPORT, browser, send, wait_turn_done
+from tests.web.web_support import ServedLab, lab_settings, served
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser"]

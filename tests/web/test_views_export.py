@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import httpx
-from web_support import lab_settings, served
+
+from tests.web.web_support import lab_settings, served
 
 SCRUBBED = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENT_LAB_MODEL", "AGENT_LAB_DB")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from anyio.from_thread import BlockingPortal
 from fastapi import FastAPI
 from starlette.testclient import TestClient, WebSocketTestSession
 
@@ -55,12 +56,19 @@ def in_process(
     lab = Lab(settings, registry=registry)
     app = create_app(lab, token=token, options=options)
     with TestClient(app, base_url="http://127.0.0.1") as client:
-        client.portal.call(lab.__aenter__)
+        portal = portal_of(client)
+        portal.call(lab.__aenter__)
         try:
             yield client, lab, app
         finally:
-            client.portal.call(app.state.web.hub.aclose)
-            client.portal.call(lab.__aexit__, None, None, None)
+            portal.call(app.state.web.hub.aclose)
+            portal.call(lab.__aexit__, None, None, None)
+
+
+def portal_of(client: TestClient) -> BlockingPortal:
+    """The event-loop portal of a ``TestClient`` inside its ``with`` block."""
+    assert client.portal is not None, "the TestClient is not started"
+    return client.portal
 
 
 def receive_until(ws: WebSocketTestSession, *types: str, limit: int = 5000) -> list[dict[str, Any]]:

@@ -24,7 +24,13 @@ from agent_lab.application._recovery import MemoryLedger, Recovery, recovery_fro
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.events import idempotency_key
 from agent_lab.application.session_store import CallMetric, CallStatus, SessionStore
-from agent_lab.domain.errors import AgentLabError, PersistenceFailed, StoreError, StoreFormatError
+from agent_lab.domain.errors import (
+    AgentLabError,
+    PersistenceFailed,
+    SessionBusy,
+    StoreError,
+    StoreFormatError,
+)
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
@@ -97,6 +103,10 @@ class Recorder(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+    async def claim_lost(self) -> PersistenceFailed:
+        """Returns once another runtime has taken the session over (never without a store)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -172,6 +182,10 @@ class NullRecorder:
     async def close(self) -> None:
         return None
 
+    async def claim_lost(self) -> PersistenceFailed:
+        never: asyncio.Future[PersistenceFailed] = asyncio.get_running_loop().create_future()
+        return await never
+
 
 class SessionRecorder:
     """Writes one session's turns, transcript, journal, metrics and audits."""
@@ -189,6 +203,8 @@ class SessionRecorder:
         self._renewal: asyncio.TimerHandle | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         """A lease renewal being written, if any."""
+        self._lost = asyncio.Event()
+        self._lost_to: PersistenceFailed | None = None
 
     async def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         audits, self._audits = self._audits, []
@@ -255,12 +271,24 @@ class SessionRecorder:
         token = self._claim_token
         if token is None:
             return
-        with contextlib.suppress(StoreError):
+        try:
             await asyncio.to_thread(
                 self.store.renew_claim, self.session_id, token, lease_seconds=LEASE_SECONDS
             )
+        except SessionBusy as exc:  # taken over (this runtime stalled past its lease)
+            self._claim_token = None  # the claim is the new owner's: never release it
+            self._lost_to = PersistenceFailed("taken_over", exc.holder)
+            self._lost.set()
+        except StoreError:
+            pass  # a busy or failing store: the next renewal tries again
         if self._claim_token is not None:
             self._schedule_renewal()
+
+    async def claim_lost(self) -> PersistenceFailed:
+        """Returns, with the error to end the session with, once the claim is lost."""
+        await self._lost.wait()
+        assert self._lost_to is not None
+        return self._lost_to
 
     async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
         """The turn and its user message, in one transaction."""

@@ -10,13 +10,14 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Coroutine
 from typing import Any
 
 from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import EventAgentLink
 from agent_lab.application._modes import mode_for
-from agent_lab.application._persistence import NullRecorder, SessionRecorder
+from agent_lab.application._persistence import NullRecorder, Recorder, SessionRecorder
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
@@ -99,9 +100,9 @@ class SessionRunner:
             await self.auditor.emit("session_started", self._started_details(session))
             await self.queues.output.put(_outputs.session_started(session.session_id))
             if turn is not None and self.one_shot:
-                await self._run_one_shot(turn)
+                await self._unless_taken_over(session.recorder, self._run_one_shot(turn))
             else:
-                await self._serve_turns(turn)
+                await self._unless_taken_over(session.recorder, self._serve_turns(turn))
         finally:
             # The engine's event-agent link calls back into this runner: a reference
             # cycle. Breaking it here frees the session by reference counting, so
@@ -109,6 +110,25 @@ class SessionRunner:
             self.engine = None
             await self._stop_event_agent()
             await finish_even_if_cancelled(session.recorder.close())
+
+    async def _unless_taken_over(self, recorder: Recorder, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work``; when another runtime takes the session over meanwhile, stop it
+        and end the session with a ``taken_over`` error (its writes are fenced anyway)."""
+        if not recorder.persistent:  # no store, no claim to lose
+            await work
+            return
+        serving = asyncio.create_task(work)
+        lost = asyncio.create_task(recorder.claim_lost())
+        try:
+            done, _ = await asyncio.wait({serving, lost}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (serving, lost):
+                task.cancel()
+            await asyncio.gather(serving, lost, return_exceptions=True)
+        if serving in done:
+            serving.result()  # finished first: its own ending (or its bug) stands
+            return
+        await self.queues.output.put(_outputs.error(lost.result()))
 
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress, if any; the session goes on."""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import difflib
+from collections.abc import Sequence
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent_lab.domain.errors import InvalidRequest, UnknownTools
 from agent_lab.domain.messages import ChatMessage
 
 ToolInvocationMode = Literal["dual_agent", "chat_agent_tools"]
@@ -70,3 +73,77 @@ class DebugRunRequest(BaseModel):
     chat_agent: AgentParams
     event_agent: EventAgentParams = Field(default_factory=EventAgentParams)
     tool_invocation_mode: ToolInvocationMode = "dual_agent"
+
+    @field_validator("session_id")
+    @classmethod
+    def _session_id_is_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be blank (whitespace only); omit it for a fresh id")
+        return value
+
+    @model_validator(mode="after")
+    def _text_is_valid_unicode(self) -> Self:
+        problem = unicode_problem(self)
+        if problem is not None:
+            raise ValueError(f"{problem[0]}: {problem[1]}")
+        return self
+
+
+def check_runnable(request: DebugRunRequest, tool_names: Sequence[str]) -> None:
+    """What a runtime checks before it starts ``request`` (and writes anything).
+
+    The request model validates itself, but ``model_copy(update=...)`` skips that, and
+    only the runtime knows its tool registry.
+
+    Raises:
+        UnknownTools: ``event_agent.enabled_tools`` names tools not in ``tool_names``;
+            the error lists them with their close matches.
+        InvalidRequest: a string of the request is not valid Unicode (a lone surrogate
+            cannot be stored or sent), or ``session_id`` is blank.
+    """
+    if request.session_id is not None and not request.session_id.strip():
+        raise InvalidRequest("session_id", "must not be blank (whitespace only)")
+    problem = unicode_problem(request)
+    if problem is not None:
+        raise InvalidRequest(*problem)
+    unknown = [name for name in request.event_agent.enabled_tools if name not in tool_names]
+    if unknown:
+        close = {name: difflib.get_close_matches(name, tool_names, n=2) for name in unknown}
+        raise UnknownTools(unknown, close, list(tool_names))
+
+
+def check_text(field: str, value: str | ChatMessage) -> None:
+    """Raises ``InvalidRequest`` when a user message is not valid Unicode."""
+    dumped = value if isinstance(value, str) else value.model_dump()
+    problem = _first_surrogate(dumped, field)
+    if problem is not None:
+        raise InvalidRequest(*problem)
+
+
+def unicode_problem(request: BaseModel) -> tuple[str, str] | None:
+    """The first string of ``request`` holding a lone surrogate: its field and the problem."""
+    return _first_surrogate(request.model_dump(), "")
+
+
+def _first_surrogate(value: object, where: str) -> tuple[str, str] | None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            point = f"U+{ord(value[exc.start]):04X}"
+            return where or "value", f"not valid Unicode (a lone surrogate {point} at {exc.start})"
+        return None
+    if isinstance(value, dict):
+        items: list[tuple[object, object]] = list(value.items())
+    elif isinstance(value, list | tuple):
+        items = list(enumerate(value))
+    else:
+        return None
+    for key, item in items:
+        # The path must print even when the key itself is the broken string.
+        inner = f"{where}.{key}" if where else str(key)
+        inner = inner.encode("utf-8", "backslashreplace").decode("utf-8")
+        found = _first_surrogate(key, inner) or _first_surrogate(item, inner)
+        if found is not None:
+            return found
+    return None

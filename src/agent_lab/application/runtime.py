@@ -27,7 +27,7 @@ from typing import Any
 
 from agent_lab.application._metrics import tool_metrics
 from agent_lab.application._session_runner import SessionRunner
-from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.contracts import DebugRunRequest, check_runnable
 from agent_lab.application.events import EventBatchResult
 from agent_lab.application.loop_lag import LoopLagMonitor, monitor_for
 from agent_lab.application.ports import ChatClient, Clock
@@ -158,6 +158,7 @@ class DebugRuntime:
     def _launch(self, request: DebugRunRequest, *, one_shot: bool) -> RuntimeQueues:
         if self.running:
             raise UsageError("this runtime is already running a session; use another runtime")
+        check_runnable(request, self.registry.names())
         self._runner = SessionRunner(
             request,
             client=self.chat_client,

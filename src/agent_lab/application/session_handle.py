@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from agent_lab.application._tasks import finish_even_if_cancelled
-from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.contracts import DebugRunRequest, check_text
 from agent_lab.application.event_agent import EventBatchDone
 from agent_lab.application.protocol import InputItem, OutputMessage
 from agent_lab.application.queues import RuntimeQueues
@@ -87,11 +87,17 @@ class RuntimeSession:
         return self._task is not None and not self._task.done()
 
     async def send(self, message: str | ChatMessage) -> None:
-        """Submit a user turn; it runs after the turn in progress, if any."""
+        """Submit a user turn; it runs after the turn in progress, if any.
+
+        Raises:
+            InvalidRequest: the message is not valid Unicode (a lone surrogate).
+        """
+        check_text("message", message)
         await self._open_input().put(message)
 
     def send_nowait(self, message: str | ChatMessage) -> None:
         """``send()`` without waiting (raises ``asyncio.QueueFull`` on a full bounded queue)."""
+        check_text("message", message)
         self._open_input().put_nowait(message)
 
     def cancel_turn(self) -> bool:

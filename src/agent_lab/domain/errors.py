@@ -4,7 +4,9 @@ Branches are named for who is at fault::
 
     AgentLabError
     ├── UsageError                  the caller made a mistake
-    │   └── ConfigError             bad configuration (file, flag or environment)
+    │   ├── ConfigError             bad configuration (file, flag or environment)
+    │   └── InvalidRequest          (also ValueError) a request field the runtime cannot use
+    │       └── UnknownTools        ``enabled_tools`` names tools the registry does not have
     ├── ProviderError               the model endpoint failed
     │   ├── ProviderHTTPError       an HTTP error status (status, provider message)
     │   ├── ProviderTimeout         no answer in time
@@ -35,6 +37,7 @@ the request, retrying as is will not help; ``run_failed``: the run failed;
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import ClassVar, Literal
 
 PersistenceFailure = Literal[
@@ -75,6 +78,39 @@ class ConfigError(UsageError):
     """A configuration value is missing or invalid."""
 
     code = "config_error"
+
+
+class InvalidRequest(UsageError, ValueError):
+    """A field of a run request that the runtime cannot use; nothing was started."""
+
+    code = "invalid_request"
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"invalid request: {field}: {problem}")
+
+
+class UnknownTools(InvalidRequest):
+    """``event_agent.enabled_tools`` names tools the runtime's registry does not have."""
+
+    def __init__(
+        self,
+        unknown: Sequence[str],
+        close_matches: Mapping[str, Sequence[str]],
+        known: Sequence[str],
+    ) -> None:
+        self.unknown = tuple(unknown)
+        self.close_matches = {name: tuple(close_matches.get(name, ())) for name in unknown}
+        named = ", ".join(_with_hint(name, self.close_matches[name]) for name in self.unknown)
+        listed = ", ".join(known) if known else "none"
+        super().__init__("event_agent.enabled_tools", f"unknown tool(s) {named}; known: {listed}")
+
+
+def _with_hint(name: str, matches: Sequence[str]) -> str:
+    if not matches:
+        return repr(name)
+    return f"{name!r} (did you mean {' or '.join(repr(match) for match in matches)}?)"
 
 
 class ProviderError(AgentLabError):

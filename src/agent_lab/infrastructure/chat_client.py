@@ -16,7 +16,6 @@ import importlib
 import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from types import TracebackType
 from typing import Any, Self, cast
 from uuid import uuid4
 
@@ -165,12 +164,7 @@ class OpenAICompatibleChatClient:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def warm_up(self, *, connect: bool = False) -> bool:

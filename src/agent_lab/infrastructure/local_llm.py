@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Final, Self
 
 import httpx
@@ -388,12 +387,7 @@ class LocalModelServer:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     async def __aenter__(self) -> Self:
@@ -407,12 +401,7 @@ class LocalModelServer:
             await asyncio.to_thread(self.close)
             raise
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await asyncio.to_thread(self.close)
 
     def __repr__(self) -> str:

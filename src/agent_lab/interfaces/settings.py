@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from agent_lab.application.contracts import ToolInvocationMode
+from agent_lab.application.contracts import MAX_EVENT_LOOPS, ToolInvocationMode
 from agent_lab.application.pricing import Price
 from agent_lab.domain.errors import ConfigError
 
@@ -66,7 +66,7 @@ class LabSettings(BaseModel):
     event_model: str | None = None
     mode: ToolInvocationMode = "dual_agent"
     tools: list[str] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
-    max_event_loops: int = Field(default=3, ge=0)
+    max_event_loops: int = Field(default=3, ge=0, le=MAX_EVENT_LOOPS)
     max_parallel_events: int = Field(default=8, ge=1)
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, gt=0)

@@ -27,7 +27,6 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 __all__ = ["Pause", "RecordedRequest", "SSETranscriptServer", "ScriptedResponse"]
@@ -239,24 +238,14 @@ class SSETranscriptServer:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     async def __aenter__(self) -> Self:
         await asyncio.to_thread(self.start)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await asyncio.to_thread(self.stop)
 
     def _run(self) -> None:

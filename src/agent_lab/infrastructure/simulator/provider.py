@@ -21,7 +21,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any, Self
 
 import orjson
@@ -290,12 +289,7 @@ class SimulatedProviderServer:
             time.sleep(0.005)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._stop_thread()
 
     def _stop_thread(self) -> None:
@@ -319,12 +313,7 @@ class SimulatedProviderServer:
             await asyncio.sleep(0.005)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self._stop_task()
 
     async def wait_closed(self) -> None:

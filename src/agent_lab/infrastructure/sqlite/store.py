@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from types import TracebackType
 
 from agent_lab.infrastructure.sqlite.claims import ClaimsRole
 from agent_lab.infrastructure.sqlite.connection import Options, Synchronous
@@ -97,10 +96,5 @@ class SQLiteSessionStore(TranscriptRole, MetricsRole, JournalRole, ClaimsRole):
     def __enter__(self) -> SQLiteSessionStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

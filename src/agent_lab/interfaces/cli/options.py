@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from agent_lab.application.contracts import MAX_EVENT_LOOPS
+
 
 class ModeChoice(StrEnum):
     """The ``--mode`` values."""
@@ -64,7 +66,11 @@ ToolOption = Annotated[
 MaxLoopsOption = Annotated[
     int | None,
     typer.Option(
-        "--max-event-loops", min=0, help="Tool rounds allowed per user turn.", show_default=False
+        "--max-event-loops",
+        min=0,
+        max=MAX_EVENT_LOOPS,
+        help="Tool rounds allowed per user turn.",
+        show_default=False,
     ),
 ]
 SystemOption = Annotated[
