@@ -44,6 +44,7 @@ ENVIRONMENT = {
     "AGENT_LAB_EVENT_MODEL": "event_model",
     "AGENT_LAB_HOME": "home",
     "AGENT_LAB_DB": "db_path",
+    "AGENT_LAB_OTEL": "otel",
 }
 
 
@@ -78,6 +79,8 @@ class LabSettings(BaseModel):
     simulated_tokens_per_second: float = Field(default=40.0, ge=0)
     local: bool = False
     """Run the bundled small model through llama.cpp (the ``local`` extra)."""
+    otel: bool = False
+    """Export every turn as OpenTelemetry GenAI traces (the ``otel`` extra)."""
 
     @property
     def simulated(self) -> bool:

@@ -43,6 +43,7 @@ from agent_lab.interfaces.cli.options import (
     MaxLoopsOption,
     ModelOption,
     ModeOption,
+    OtelOption,
     SystemOption,
     ToolOption,
 )
@@ -90,6 +91,7 @@ def chat(
     home: HomeOption = None,
     audit: AuditLinesOption = False,
     local: LocalOption = False,
+    otel: OtelOption = False,
 ) -> None:
     """Run an interactive multi-turn session (see ``CHAT_HELP``)."""
     options = LabOptions(
@@ -105,6 +107,7 @@ def chat(
         db=db,
         home=home,
         local=local,
+        otel=otel,
     )
     run_async(lambda: _chat(options, session, audit=audit))
 

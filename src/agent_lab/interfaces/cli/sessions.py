@@ -37,6 +37,7 @@ from agent_lab.interfaces.cli.session_queries import (
     open_store,
     parse_age,
 )
+from agent_lab.interfaces.cli.sessions_otlp import export_otlp
 
 SESSIONS_HELP = """List, show, export, delete and prune the sessions saved in the database.
 
@@ -143,7 +144,12 @@ def show_session(session_id: SessionId, db: DbOption = None, home: HomeOption = 
 def export_session(
     session_id: SessionId,
     export_format: Annotated[
-        str, typer.Option("--format", help="json (one document) or jsonl (one record a line).")
+        str,
+        typer.Option(
+            "--format",
+            help="json (one document), jsonl (one record a line), or otlp (send the traces"
+            " to OTEL_EXPORTER_OTLP_ENDPOINT; needs the 'otel' extra).",
+        ),
     ] = "json",
     out: Annotated[
         Path | None,
@@ -153,9 +159,11 @@ def export_session(
     home: HomeOption = None,
 ) -> None:
     """Export everything recorded for a session."""
+    if export_format == "otlp" and out is None:
+        return export_otlp(session_id, db, home)
     if export_format not in ("json", "jsonl"):
         with guard():
-            fail(f"unknown format {export_format!r} (use json or jsonl)")
+            fail(f"unknown format {export_format!r} (use json, jsonl or otlp without --out)")
     with open_store(db, home) as store:
         record = session_record(store, session_id)
     if out is None:
