@@ -76,12 +76,16 @@ class LiveTelemetry:
         self._sessions.append(watch)
         return RuntimeQueues(output=ObservedQueue(watch.observe))
 
-    async def aclose(self) -> None:
-        """Finish pending exports, send open sessions' spans, flush and shut down."""
-        for watch in self._sessions:
-            watch.finish_session()
+    async def flush(self) -> None:
+        """Wait until every export scheduled so far was sent."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Send open sessions' spans, finish pending exports and shut down."""
+        for watch in self._sessions:
+            watch.finish_session()
+        await self.flush()
         await asyncio.to_thread(self.sink.shutdown)
 
     def schedule(self, job: Any) -> None:

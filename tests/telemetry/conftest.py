@@ -1,0 +1,36 @@
+"""Fixtures: a real simulated provider on 127.0.0.1, a client with an API key, a store."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from telemetry_support import API_KEY
+
+from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+from agent_lab.infrastructure.simulator.provider import (
+    LatencyModel,
+    SimulatedProvider,
+    SimulatedProviderServer,
+)
+from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+
+
+@pytest.fixture
+def server() -> Iterator[SimulatedProviderServer]:
+    with SimulatedProviderServer(SimulatedProvider(LatencyModel.instant(), seed=0)) as running:
+        yield running
+
+
+@pytest_asyncio.fixture
+async def client(server: SimulatedProviderServer) -> AsyncIterator[OpenAICompatibleChatClient]:
+    async with OpenAICompatibleChatClient(server.base_url, api_key=API_KEY, max_retries=0) as c:
+        yield c
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteSessionStore]:
+    with SQLiteSessionStore(tmp_path / "sessions.sqlite3") as opened:
+        yield opened
