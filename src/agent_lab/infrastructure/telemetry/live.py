@@ -16,7 +16,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from agent_lab.application.queues import RuntimeQueues
@@ -67,7 +68,9 @@ class LiveTelemetry:
         self.store = store
         self.options = options or ConvertOptions()
         self._lock = threading.Lock()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._job_lock = threading.Lock()
+        self._jobs: deque[Callable[[], None]] = deque()
+        self._worker: asyncio.Task[None] | None = None
         self._sessions: list[_SessionWatch] = []
 
     def queues(self) -> RuntimeQueues:
@@ -78,30 +81,45 @@ class LiveTelemetry:
 
     async def flush(self) -> None:
         """Wait until every export scheduled so far was sent."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        while self._worker is not None and not self._worker.done():
+            await asyncio.shield(self._worker)
 
     async def aclose(self) -> None:
-        """Send open sessions' spans, finish pending exports and shut down."""
+        """Send open sessions' spans, finish pending exports and shut down.
+
+        When the closing task is cancelled (Ctrl-C on a server), what is left is sent
+        right here, blocking: the process is stopping and the spans must not be lost.
+        """
         for watch in self._sessions:
             watch.finish_session()
-        await self.flush()
+        try:
+            await self.flush()
+        except asyncio.CancelledError:
+            self._run_jobs()
+            self.sink.shutdown()
+            raise
         await asyncio.to_thread(self.sink.shutdown)
 
-    def schedule(self, job: Any) -> None:
+    def schedule(self, job: Callable[[], None]) -> None:
         """Run ``job`` (blocking) in a worker thread, after the jobs scheduled before it."""
-        previous = list(self._tasks)
+        self._jobs.append(job)
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._drain())
 
-        async def run() -> None:
-            await asyncio.gather(*previous, return_exceptions=True)
-            try:
-                await asyncio.to_thread(job)
-            except Exception:
-                logger.exception("telemetry export failed")
+    async def _drain(self) -> None:
+        while self._jobs:
+            await asyncio.to_thread(self._run_next)
 
-        task = asyncio.get_running_loop().create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _run_next(self) -> None:
+        with self._job_lock:
+            if self._jobs:
+                _call(self._jobs.popleft())
+
+    def _run_jobs(self) -> None:
+        """The jobs left, here and now (after the one a worker thread may be running)."""
+        with self._job_lock:
+            while self._jobs:
+                _call(self._jobs.popleft())
 
     def send(self, spans: list[SpanData]) -> None:
         with self._lock:
@@ -187,3 +205,10 @@ class _SessionWatch:
         if self.owner.store is not None:
             self.stored.refresh(self.owner.store)
         return self.stored
+
+
+def _call(job: Callable[[], None]) -> None:
+    try:
+        job()
+    except Exception:
+        logger.exception("telemetry export failed")
