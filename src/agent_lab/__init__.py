@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from agent_lab import defaults as _defaults  # noqa: F401 - plugs in the default adapters
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
@@ -52,6 +54,8 @@ _EXPORTS: dict[str, str] = {
     "EventAgentRequest": "agent_lab.application.event_agent",
     "SessionStore": "agent_lab.application.session_store",
     "DebugRuntime": "agent_lab.application.runtime",
+    "RuntimeSession": "agent_lab.application.session_handle",
+    "OutputMessage": "agent_lab.application.protocol",
     "OpenAICompatibleChatClient": "agent_lab.infrastructure.chat_client",
     "SQLiteSessionStore": "agent_lab.infrastructure.sqlite_store",
 }
@@ -74,10 +78,12 @@ __all__ = [
     "EventSource",
     "EventStatus",
     "OpenAICompatibleChatClient",
+    "OutputMessage",
     "PersistenceFailed",
     "ProviderError",
     "ResultPolicy",
     "RuntimeQueues",
+    "RuntimeSession",
     "SQLiteSessionStore",
     "SessionBusy",
     "SessionNotFound",
@@ -105,8 +111,10 @@ if TYPE_CHECKING:
         EventStatus,
         ResultPolicy,
     )
+    from agent_lab.application.protocol import OutputMessage
     from agent_lab.application.queues import RuntimeQueues
     from agent_lab.application.runtime import DebugRuntime
+    from agent_lab.application.session_handle import RuntimeSession
     from agent_lab.application.session_store import SessionStore
     from agent_lab.application.tools import (
         ToolDefinition,

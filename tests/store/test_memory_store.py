@@ -367,6 +367,8 @@ def test_usage_summary_aggregates_calls_turns_and_session(store: SessionStore) -
         "fallback_count": 1,
         "unreported_usage_calls": 1,
         "user_message": "first",
+        "failure_reason": None,
+        "failure_message": None,
     }
     assert turn_two["total_tokens"] == 100 and turn_two["model_calls"] == 1
     assert usage["session"] == {

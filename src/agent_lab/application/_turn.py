@@ -137,7 +137,9 @@ class TurnEngine:
         if not self.session.one_shot:
             await self.auditor.emit("turn_started", _audit_details.turn_started(turn.index))
             await self.deps.queues.output.put(_outputs.turn_started(turn.index))
-        await self.session.recorder.start_turn(turn.index, user)
+        # Once turn_started is out, the turn must be on record even if it is cancelled
+        # right away: the write finishes, and the cancellation then closes the turn.
+        await finish_even_if_cancelled(self.session.recorder.start_turn(turn.index, user))
         self.session.history.append(user)
 
     async def _abandon_open_batch(self, turn: TurnState) -> None:
@@ -222,6 +224,7 @@ class TurnEngine:
                 usage=call.usage,
                 visible_ttft_ms=streamed.ttft_ms,
                 provider_ttft_ms=call.ttft_ms,
+                ignored_event_names=streamed.ignored_event_names,
             ),
         )
         call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)

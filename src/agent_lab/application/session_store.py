@@ -1,16 +1,26 @@
-"""The ``SessionStore`` port: what the runtime needs from durable session storage.
+"""The store ports: what the runtime needs from durable session storage, by role.
+
+``TranscriptStore`` (sessions, turns, the visible transcript), ``BatchJournal`` (the
+write-ahead tool journal, DESIGN.md §9), ``SessionClaims`` (one writer per session)
+and ``MetricsStore`` (audits and call metrics). ``SessionStore`` is their union, the
+port the runtime takes; code and test doubles that need one role implement only it.
 
 Adapters: ``agent_lab.infrastructure.sqlite_store.SQLiteSessionStore`` (a real SQLite
-file) and ``agent_lab.testing.InMemorySessionStore``. Methods are synchronous and
-short; the runtime calls them off the event loop.
+file) and ``agent_lab.testing.InMemorySessionStore`` (the same store on SQLite's
+``:memory:``). Methods are synchronous and short; the runtime calls them off the event
+loop.
 
 Errors: unknown session ids raise ``SessionNotFound``; failed writes raise
 ``PersistenceFailed`` with a classified ``reason``; a session driven by another live
-runtime raises ``SessionBusy`` from ``claim_session``.
+runtime raises ``SessionBusy`` from ``claim_session``. Once a store has claimed a
+session, its writes to that session are fenced by the claim: after another runtime
+takes the session over they raise ``PersistenceFailed("taken_over")`` and change
+nothing.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
@@ -55,11 +65,33 @@ class CallMetric(BaseModel):
     status: str | None = None
 
 
-@runtime_checkable
-class SessionStore(Protocol):
-    """Durable sessions, turns, messages, audits, metrics, tool journal and claims."""
+@dataclass(frozen=True, slots=True)
+class BatchIntent:
+    """A tool batch about to run: what ``BatchJournal.open_batch`` journals as pending.
 
-    # sessions
+    Attributes:
+        turn_index: The turn the batch belongs to.
+        round_index: The round that produced its events.
+        scope: What the batch covers (for the journal's readers).
+        mode: The session's tool invocation mode.
+        events: The calls, in dispatch order; ids are unique within the batch.
+        assistant: The assistant tool-call message (direct mode), journaled with it.
+        visible: Messages appended to the committed transcript in the same write.
+    """
+
+    turn_index: int
+    round_index: int
+    scope: str
+    mode: ToolInvocationMode
+    events: list[ToolCallEvent]
+    assistant: ChatMessage | None = None
+    visible: list[ChatMessage] = field(default_factory=list)
+
+
+@runtime_checkable
+class TranscriptStore(Protocol):
+    """Sessions, turns and the visible transcript."""
+
     def create_session(
         self, title: str, config: dict[str, Any], session_id: str | None = None
     ) -> str: ...
@@ -70,7 +102,6 @@ class SessionStore(Protocol):
     def list_sessions(self) -> list[dict[str, Any]]: ...
     def delete_session(self, session_id: str) -> None: ...
 
-    # turns
     def next_turn_index(self, session_id: str) -> int: ...
     def start_turn(
         self,
@@ -88,9 +119,11 @@ class SessionStore(Protocol):
         status: str = "completed",
         wall_time_ms: int | None = None,
         round_count: int | None = None,
+        failure_reason: str | None = None,
+        failure_message: str | None = None,
     ) -> None: ...
+    def list_turns(self, session_id: str) -> list[dict[str, Any]]: ...
 
-    # visible transcript
     def append_message(self, session_id: str, turn_index: int, message: ChatMessage) -> int: ...
     def append_messages(
         self, session_id: str, turn_index: int, messages: list[ChatMessage]
@@ -99,7 +132,13 @@ class SessionStore(Protocol):
         self, session_id: str, include_pending: bool = False
     ) -> list[dict[str, Any]]: ...
 
-    # audit and metrics
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class MetricsStore(Protocol):
+    """The audit trail and per-call metrics."""
+
     def append_audit(
         self, session_id: str, turn_index: int | None, event: str, details: dict[str, Any]
     ) -> int: ...
@@ -111,7 +150,17 @@ class SessionStore(Protocol):
     def append_usages(self, session_id: str, metrics: list[CallMetric]) -> None: ...
     def usage_summary(self, session_id: str) -> dict[str, Any]: ...
 
-    # tool-batch journal (write-ahead, DESIGN.md §9)
+
+@runtime_checkable
+class BatchJournal(Protocol):
+    """The write-ahead tool-batch journal (DESIGN.md §9).
+
+    Adapters implement ``open_batch``; ``begin_batch`` (the keyword form) is defined
+    here once and builds the ``BatchIntent`` for it.
+    """
+
+    def open_batch(self, session_id: str, intent: BatchIntent) -> str: ...
+
     def begin_batch(
         self,
         session_id: str,
@@ -123,7 +172,13 @@ class SessionStore(Protocol):
         events: list[ToolCallEvent],
         assistant: ChatMessage | None = None,
         visible: list[ChatMessage] | None = None,
-    ) -> str: ...
+    ) -> str:
+        """Journal a batch as pending before any of its tools runs; return its id."""
+        intent = BatchIntent(
+            turn_index, round_index, scope, mode, list(events), assistant, list(visible or [])
+        )
+        return self.open_batch(session_id, intent)
+
     def record_result(
         self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
     ) -> None: ...
@@ -131,7 +186,11 @@ class SessionStore(Protocol):
     def abandon_batch(self, batch_id: str, state: BatchState = "cancelled") -> None: ...
     def list_batches(self, session_id: str) -> list[dict[str, Any]]: ...
 
-    # one writer per session
+
+@runtime_checkable
+class SessionClaims(Protocol):
+    """One writer per session: leased claims, renewed by the claimant."""
+
     def claim_session(
         self,
         session_id: str,
@@ -143,4 +202,7 @@ class SessionStore(Protocol):
     def renew_claim(self, session_id: str, token: str, *, lease_seconds: float = 30.0) -> None: ...
     def release_claim(self, session_id: str, token: str) -> None: ...
 
-    def close(self) -> None: ...
+
+@runtime_checkable
+class SessionStore(TranscriptStore, MetricsStore, BatchJournal, SessionClaims, Protocol):
+    """Durable sessions, turns, messages, audits, metrics, tool journal and claims."""

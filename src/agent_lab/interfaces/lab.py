@@ -4,8 +4,9 @@ For example::
 
     async with Lab(load_settings()) as lab:
         runtime = lab.runtime()
-        async for message in runtime.run(lab.request("Set the volume to 20")):
-            ...
+        async with runtime.session(lab.request("Set the volume to 20")) as session:
+            async for message in session:
+                ...
 
 The CLI and the web lab only receive a ``Lab``; nothing is built at import time.
 """
@@ -55,10 +56,7 @@ class Lab:
     def registry(self) -> ToolRegistry:
         """The given registry, else the built-in tools keeping state in the lab's home."""
         if self._registry is None:
-            from agent_lab.infrastructure.tool_backends.backends import local_backends
-
-            backends = local_backends(self.settings.lab_home())
-            self._registry = build_default_tool_registry(backends)
+            self._registry = build_default_tool_registry(home=self.settings.lab_home())
         return self._registry
 
     @property
@@ -162,8 +160,3 @@ class Lab:
             ),
             tool_invocation_mode=mode or settings.mode,
         )
-
-
-async def wait_closed(runtime: DebugRuntime) -> None:
-    """Close a runtime, waiting at most a few seconds."""
-    await asyncio.wait_for(runtime.aclose(), timeout=10)

@@ -20,7 +20,7 @@ from pathlib import Path
 from agent_lab.domain.errors import PersistenceFailed, StoreFormatError
 from agent_lab.infrastructure.sqlite.errors import classify_os_error
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The newest schema this code reads and writes."""
 
 APPLICATION_ID = 0x41474C42
@@ -150,7 +150,32 @@ _V1 = (
     f"PRAGMA application_id = {APPLICATION_ID}",
 )
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1}
+_V2 = (
+    # Why a turn failed (issue: failure reasons are part of the record).
+    "ALTER TABLE turns ADD COLUMN failure_reason TEXT",
+    "ALTER TABLE turns ADD COLUMN failure_message TEXT",
+    # Large audit values stored once per session and referenced by hash.
+    """
+    CREATE TABLE audit_blobs (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        hash TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, hash)
+    ) WITHOUT ROWID
+    """,
+    # Message lists of request audits as chains of nodes (see ``blobs``).
+    """
+    CREATE TABLE audit_lists (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        hash TEXT NOT NULL,
+        parent TEXT NOT NULL,
+        item TEXT NOT NULL,
+        PRIMARY KEY (session_id, hash)
+    ) WITHOUT ROWID
+    """,
+)
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1, 2: _V2}
 """Statements that bring a file from version ``n - 1`` to version ``n``."""
 
 

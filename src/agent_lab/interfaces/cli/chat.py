@@ -184,7 +184,7 @@ class ChatLoop:
 
     def interrupt(self) -> None:
         """Ctrl-C: cancel the running turn, or count towards quitting at the prompt."""
-        if self.driver.turn_running and self.driver.runtime.cancel_turn():
+        if self.driver.turn_running and self.driver.cancel_turn():
             self.renderer.note("cancelling the turn…", "yellow")
         else:
             self.reader.interrupt()
@@ -210,7 +210,7 @@ class ChatLoop:
         if end.status == "cancelled":
             self.renderer.note("turn cancelled", "yellow")
         elif end.status == "failed":
-            code, line = run_failure(end.error or {})
+            code, line = run_failure(end.error or {"type": "error", "message": "the turn failed"})
             self.renderer.end_line()
             print_error(line)
             self._failed = True

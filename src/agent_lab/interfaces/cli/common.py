@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,7 @@ import typer
 from rich.console import Console
 
 from agent_lab.application.contracts import ToolInvocationMode
+from agent_lab.application.protocol import ErrorMessage
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain import errors
 from agent_lab.interfaces.cli.options import ModeChoice
@@ -109,7 +110,7 @@ _RUN_FAILURE_HINTS: dict[str, str] = {
 }
 
 
-def run_failure(message: Mapping[str, Any]) -> tuple[int, str]:
+def run_failure(message: ErrorMessage) -> tuple[int, str]:
     """The exit code and one-line message for an ``error`` output of a run.
 
     The code comes from the ``exit_class`` the error carries; a few reasons get the

@@ -156,7 +156,7 @@ async def run_scenario(
         finally:
             await driver.aclose()
     summary = lab.store.usage_summary(driver.session_id) if driver.session_id else {}
-    errors = [str((end.error or {}).get("message")) for end in ends if end.error]
+    errors = [end.error["message"] for end in ends if end.error]
     return SessionRun(mode, driver.session_id, turn_samples(ends, summary), summary, errors)
 
 

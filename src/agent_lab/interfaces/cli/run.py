@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.protocol import DoneMessage, ErrorMessage
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
@@ -177,7 +177,7 @@ async def _run(
         last = await stream_turn(lab.runtime(), request, sink)
         if isinstance(sink, ConversationRenderer):
             sink.end_line()
-    if last.get("type") == "done":
+    if last["type"] == "done":
         return EXIT_OK
     code, line = run_failure(last)
     print_error(line)
@@ -200,7 +200,7 @@ async def stream_turn(
     runtime: DebugRuntime,
     request: DebugRunRequest,
     sink: JsonLinesWriter | ConversationRenderer,
-) -> Mapping[str, Any]:
+) -> DoneMessage | ErrorMessage:
     """Run one turn, render every output, and return the final ``done`` or ``error``.
 
     The first Ctrl-C cancels the turn through ``runtime.cancel_turn()``; a second one
@@ -216,12 +216,13 @@ async def stream_turn(
             assert main is not None
             main.cancel()
 
-    last: Mapping[str, Any] = {"type": "error", "message": "the run ended without output"}
+    last: DoneMessage | ErrorMessage = {"type": "error", "message": "the run ended without output"}
     try:
         with on_interrupt(interrupt):
             async for output in runtime.run(request):
                 sink.render(output)
-                last = output
+                if output["type"] == "done" or output["type"] == "error":
+                    last = output
     except asyncio.CancelledError:
         if main is not None:
             main.uncancel()

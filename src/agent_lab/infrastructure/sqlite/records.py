@@ -1,36 +1,32 @@
-"""Rules and record shapes every ``SessionStore`` adapter shares.
+"""Rules and record shapes of the session store: pure functions, no I/O.
 
 Ids, titles, JSON encoding of stored values, rendering of journal rows, and the
-``usage_summary`` arithmetic live here once, so the SQLite store and the in-memory store
-cannot drift apart. Pure functions, no I/O.
+``usage_summary`` arithmetic. The in-memory store is the SQLite store on ``:memory:``,
+so both share them by construction.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, date, datetime
-from enum import Enum
-from pathlib import Path
+from datetime import UTC, datetime
 from typing import Any, Final
 
-from pydantic import BaseModel
-
-from agent_lab.application._transcript import fold_title
 from agent_lab.domain.errors import SessionBusy, UsageError
 from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.json_values import json_text
 from agent_lab.domain.messages import ChatMessage
 
 TITLE_LIMIT: Final = 80
 MODEL_CALL_KINDS: Final = ("chat", "argument_fallback", "argument_generation")
 TOKEN_FIELDS: Final = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens")
 
-TurnFacts = tuple[Any, Any, Any, Any]
-"""A turn's ``(status, wall_time_ms, round_count, user_message)``."""
+TurnFacts = tuple[Any, Any, Any, Any, Any, Any]
+"""A turn's ``(status, wall_time_ms, round_count, user_message, failure_reason,
+failure_message)``."""
 
 
 def now_iso() -> str:
@@ -48,7 +44,8 @@ def checked_id(session_id: str) -> str:
 
 
 def session_title(title: str) -> str:
-    return fold_title(title, TITLE_LIMIT)
+    """The first message with whitespace folded, cut to 80 characters (DESIGN.md §8)."""
+    return " ".join(title.split())[:TITLE_LIMIT]
 
 
 def claim_with_wait(
@@ -78,28 +75,9 @@ def check_positive(value: float, name: str) -> None:
         raise UsageError(f"{name} must be a positive number of seconds, not {value!r}")
 
 
-def _json_default(value: object) -> object:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
 def dumps(value: object, what: str) -> str:
     """JSON text of a stored value; a value JSON cannot hold is a ``UsageError``."""
-    try:
-        return json.dumps(value, ensure_ascii=False, default=_json_default)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{what} cannot be stored as JSON: {exc}") from exc
+    return json_text(value, what)
 
 
 def message_json(message: ChatMessage) -> str:
@@ -148,7 +126,8 @@ def summarize(calls: list[dict[str, Any]], turns: Mapping[int, TurnFacts]) -> di
     indexes = sorted(set(turns) | {call["turn_index"] for call in calls})
     rows = []
     for index in indexes:
-        status, wall_time_ms, round_count, user_message = turns.get(index, (None, None, None, None))
+        facts = turns.get(index, (None,) * 6)
+        status, wall_time_ms, round_count, user_message, reason, message = facts
         rows.append(
             {
                 "turn_index": index,
@@ -157,6 +136,8 @@ def summarize(calls: list[dict[str, Any]], turns: Mapping[int, TurnFacts]) -> di
                 "round_count": round_count,
                 **tally(call for call in calls if call["turn_index"] == index),
                 "user_message": user_message,
+                "failure_reason": reason,
+                "failure_message": message,
             }
         )
     session = {

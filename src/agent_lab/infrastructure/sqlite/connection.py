@@ -1,0 +1,339 @@
+"""Opening a store file, and the guarded transactions every store method runs in.
+
+``StoreCore`` owns the one connection and its lock. Each write runs in ``_write()``:
+``BEGIN IMMEDIATE`` (waiting up to ``busy_timeout_ms`` for another writer), the
+method's statements, the claim fence (``fence``), a check that the file at the store's
+path is still the file it opened, then ``COMMIT``. Any failure rolls everything back.
+
+Three rules keep failures honest:
+
+* **One wait for a held lock.** After a write gave up on a held lock, the next write
+  within the same ``busy_timeout`` does not wait again: it fails at once as ``locked``
+  when the lock is still held, so a failing turn surfaces after one wait, not two.
+* **A replaced file is noticed.** The store remembers the device and inode of its file;
+  a write to a file that was deleted or replaced underneath fails as ``file_replaced``
+  instead of committing into a file nobody will ever open again.
+* **Corruption is confirmed.** A write or read that SQLite reports as corrupt is
+  checked with ``PRAGMA quick_check`` on a fresh connection; when the file is sound
+  (e.g. after a transient disk I/O error left the connection confused) the connection
+  is reopened and the failure reads as ``unknown``, not ``corrupt``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final, Literal, get_args
+
+from agent_lab.domain.errors import PersistenceFailed, StoreFormatError, UsageError
+from agent_lab.infrastructure.sqlite.blobs import BlobCache
+from agent_lab.infrastructure.sqlite.errors import (
+    classify_os_error,
+    classify_sqlite_error,
+    map_open_errors,
+    map_sqlite_errors,
+)
+from agent_lab.infrastructure.sqlite.rows import require_session
+from agent_lab.infrastructure.sqlite.schema import (
+    SCHEMA_VERSION,
+    check_file_header,
+    migrate,
+    read_version,
+    rollback_quietly,
+)
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+"""SQLite ``PRAGMA synchronous`` levels accepted by the store."""
+
+MEMORY: Final = ":memory:"
+"""The path of a store that lives in process memory (``InMemorySessionStore``)."""
+
+_OPEN_RETRY_SECONDS: Final = 0.01
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Options:
+    busy_timeout_ms: int
+    synchronous: str
+    read_only: bool
+    max_size_bytes: int | None
+
+    def validate(self) -> None:
+        if self.busy_timeout_ms < 0:
+            raise UsageError(f"busy_timeout_ms must be >= 0, not {self.busy_timeout_ms}")
+        if self.synchronous.upper() not in get_args(Synchronous):
+            raise UsageError(
+                f"synchronous must be one of {get_args(Synchronous)}, not {self.synchronous!r}"
+            )
+        if self.max_size_bytes is not None and self.max_size_bytes <= 0:
+            raise UsageError(f"max_size_bytes must be positive, not {self.max_size_bytes}")
+
+
+class StoreCore:
+    """The connection, its lock, and the transaction helpers of the SQLite store."""
+
+    def __init__(self, path: str | os.PathLike[str], options: Options) -> None:
+        options.validate()
+        self._memory = str(path) == MEMORY
+        self._path = Path(path) if self._memory else Path(path).expanduser()
+        self._options = options
+        self._lock = threading.Lock()
+        self._tokens: dict[str, str] = {}
+        """Claim tokens this store holds, by session: its writes there are fenced."""
+        self._known_blobs: dict[str, BlobCache] = {}
+        """Audit values known to be stored, by session (see ``blobs``)."""
+        self._lock_failed_at: float | None = None
+        self._conn: sqlite3.Connection | None = open_connection(self._path, options)
+        self._identity = None if self._memory else _identity(self._path)
+
+    def close(self) -> None:
+        """Close the connection; later calls raise ``UsageError``. Idempotent."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                with map_sqlite_errors():
+                    conn.close()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise UsageError(f"the session store {str(self._path)!r} is closed")
+        return self._conn
+
+    def fence(self, conn: sqlite3.Connection, session_id: str) -> None:
+        """Refuse the write when this store's claim on ``session_id`` was taken over.
+
+        Sessions this store never claimed (or released) are not fenced.
+
+        Raises:
+            PersistenceFailed: ``taken_over``, naming the new holder.
+        """
+        token = self._tokens.get(session_id)
+        if token is None:
+            return
+        row = conn.execute(
+            "SELECT token, owner, pid, hostname FROM session_claims WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        if row is not None and row[0] == token:
+            return
+        holder = "nobody" if row is None else f"{row[1]} (pid {row[2]} on {row[3]})"
+        raise PersistenceFailed(
+            "taken_over",
+            f"session {session_id!r} is now held by {holder}; nothing was written",
+        )
+
+    def writable(self, conn: sqlite3.Connection, session_id: str) -> None:
+        """Check, inside a write, that the session exists and this store may write it.
+
+        Raises:
+            SessionNotFound: no session has that id.
+            PersistenceFailed: ``taken_over`` (see ``fence``).
+        """
+        require_session(conn, session_id)
+        self.fence(conn, session_id)
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock, self._mapped():
+            conn = self._connection()
+            self._begin_immediate(conn)
+            try:
+                yield conn
+                self._check_identity()
+                conn.execute("COMMIT")
+            except BaseException:
+                rollback_quietly(conn)
+                raise
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock, self._mapped():
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                rollback_quietly(conn)
+
+    def _begin_immediate(self, conn: sqlite3.Connection) -> None:
+        budget = self._options.busy_timeout_ms
+        failed_at = self._lock_failed_at
+        recently = failed_at is not None and time.monotonic() - failed_at < budget / 1000
+        if not recently:
+            conn.execute("BEGIN IMMEDIATE")
+            self._lock_failed_at = None
+            return
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise PersistenceFailed(
+                "locked",
+                f"another writer still holds the lock; this store waited {budget} ms for it "
+                "a moment ago and does not wait again",
+            ) from exc
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(budget)}")
+        self._lock_failed_at = None
+
+    def _check_identity(self) -> None:
+        if self._identity is None:
+            return
+        try:
+            current = _identity(self._path)
+        except FileNotFoundError:
+            current = None
+        if current != self._identity:
+            what = "was deleted" if current is None else "was replaced by another file"
+            raise PersistenceFailed(
+                "file_replaced",
+                f"{self._path} {what} after this store opened it; nothing was written "
+                "(reopen the store to write to the file now at that path)",
+            )
+
+    @contextmanager
+    def _mapped(self) -> Iterator[None]:
+        try:
+            with map_sqlite_errors():
+                yield
+        except PersistenceFailed as exc:
+            if exc.reason == "locked" and self._lock_failed_at is None:
+                self._lock_failed_at = time.monotonic()
+            if exc.reason == "corrupt" and not self._memory and self._file_is_sound():
+                self._reconnect()
+                raise PersistenceFailed(
+                    "unknown",
+                    f"{exc.detail} (the file passes an integrity check; the connection was reset)",
+                ) from exc
+            raise
+
+    def _file_is_sound(self) -> bool:
+        try:
+            probe = sqlite3.connect(f"{self._path.absolute().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return False
+        try:
+            return bool(probe.execute("PRAGMA quick_check").fetchone()[0] == "ok")
+        except sqlite3.Error:
+            return False
+        finally:
+            probe.close()
+
+    def _reconnect(self) -> None:
+        old, self._conn = self._conn, None
+        if old is not None:
+            old.close()
+        self._conn = open_connection(self._path, self._options)
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    stat = os.stat(path)
+    return stat.st_dev, stat.st_ino
+
+
+# ---------------------------------------------------------------------- opening
+
+
+def open_connection(path: Path, options: Options) -> sqlite3.Connection:
+    """Open, check and (when needed) migrate the store at ``path``; return the connection.
+
+    Opening waits for other stores opening or migrating the same file (up to
+    ``busy_timeout_ms``) instead of failing as ``locked``.
+    """
+    memory = str(path) == MEMORY
+    if not memory:
+        _prepare_path(path, options.read_only)
+        check_file_header(path)
+    with map_open_errors(path):
+        conn = _connect(path, options, memory)
+        try:
+            _configure_patiently(conn, path, options, memory)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def _prepare_path(path: Path, read_only: bool) -> None:
+    if read_only:
+        if not path.is_file():
+            raise StoreFormatError(f"there is no session store at {path}")
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PersistenceFailed(
+            classify_os_error(exc), f"cannot create the directory {path.parent}: {exc}"
+        ) from exc
+
+
+def _connect(path: Path, options: Options, memory: bool) -> sqlite3.Connection:
+    target: str | Path = MEMORY if memory else path
+    if options.read_only:
+        target = f"{path.absolute().as_uri()}?mode=ro"
+        if _on_read_only_mount(path):
+            # No -shm can be created next to the file; read it as immutable media.
+            target += "&immutable=1"
+    return sqlite3.connect(
+        target,
+        timeout=options.busy_timeout_ms / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+        uri=options.read_only,
+    )
+
+
+def _on_read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _configure_patiently(
+    conn: sqlite3.Connection, path: Path, options: Options, memory: bool
+) -> None:
+    """``_configure``, retried while another connection switches the file to WAL.
+
+    SQLite returns ``SQLITE_BUSY`` without calling the busy handler when a journal-mode
+    change or WAL recovery races another connection, so the busy timeout alone does not
+    cover a crowd of stores opening one new file.
+    """
+    deadline = time.monotonic() + options.busy_timeout_ms / 1000
+    while True:
+        try:
+            _configure(conn, path, options, memory)
+            return
+        except sqlite3.OperationalError as exc:
+            if classify_sqlite_error(exc) != "locked" or time.monotonic() >= deadline:
+                raise
+            rollback_quietly(conn)
+            time.sleep(_OPEN_RETRY_SECONDS)
+
+
+def _configure(conn: sqlite3.Connection, path: Path, options: Options, memory: bool) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {int(options.busy_timeout_ms)}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    version = read_version(conn, path)  # before anything could write to the file
+    if options.read_only:
+        if version < SCHEMA_VERSION:
+            raise StoreFormatError(
+                f"{path} has session store schema version {version} and needs an upgrade "
+                f"to {SCHEMA_VERSION}; open it once without read_only"
+            )
+        return
+    if not memory:
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {options.synchronous.upper()}")
+    if version < SCHEMA_VERSION:  # an up-to-date file is opened without writing to it
+        migrate(conn, path)
+    if options.max_size_bytes is not None:
+        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        pages = max(1, options.max_size_bytes // page_size)
+        conn.execute(f"PRAGMA max_page_count = {pages}")

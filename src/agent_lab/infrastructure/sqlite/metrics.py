@@ -1,0 +1,124 @@
+"""The ``MetricsStore`` role of the SQLite store: audits and call metrics."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from agent_lab.application.session_store import CallMetric
+from agent_lab.infrastructure.sqlite.blobs import BlobCache, Packed, pack, store, unpack_all
+from agent_lab.infrastructure.sqlite.connection import StoreCore
+from agent_lab.infrastructure.sqlite.records import now_iso, summarize
+from agent_lab.infrastructure.sqlite.rows import (
+    UPSERT_METRIC,
+    metric_row,
+    require_session,
+    select_metrics,
+    select_turns,
+)
+
+_AuditRecord = tuple[int | None, str, dict[str, Any]]
+
+
+class MetricsRole(StoreCore):
+    """The audit trail (large values stored once, see ``blobs``) and call metrics."""
+
+    def append_audit(
+        self, session_id: str, turn_index: int | None, event: str, details: dict[str, Any]
+    ) -> int:
+        """Append one audit record; return its id (increasing, usable as an offset)."""
+        return self._insert_audits(session_id, [(turn_index, event, details)])
+
+    def append_audits(self, session_id: str, records: list[_AuditRecord]) -> None:
+        """Append ``(turn_index, event, details)`` records in one transaction."""
+        self._insert_audits(session_id, records)
+
+    def _insert_audits(self, session_id: str, records: list[_AuditRecord]) -> int:
+        now = now_iso()
+        packed = Packed()
+        cache = self._known_blobs.setdefault(session_id, BlobCache())
+        cache.pending = {}  # nothing of a failed earlier write is reused
+        rows = [
+            (session_id, turn, event, pack(details, f"audit {event!r} details", packed, cache), now)
+            for turn, event, details in records
+        ]
+        with self._write() as conn:
+            self.writable(conn, session_id)
+            store(conn, session_id, packed)
+            conn.executemany(
+                "INSERT INTO audit_logs (session_id, turn_index, event, details, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+            last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+        cache.commit(packed)
+        return int(last)
+
+    def list_audit_logs(self, session_id: str, *, after_id: int = 0) -> list[dict[str, Any]]:
+        """Return the session's audit records in insertion order, details as appended.
+
+        Args:
+            session_id: The session.
+            after_id: Only records whose ``id`` is greater (for tailing a live session).
+        """
+        with self._read() as conn:
+            require_session(conn, session_id)
+            rows = conn.execute(
+                "SELECT id, turn_index, event, details, created_at FROM audit_logs"
+                " WHERE session_id = ? AND id > ? ORDER BY id",
+                (session_id, after_id),
+            ).fetchall()
+            details = unpack_all(conn, session_id, [row[3] for row in rows])
+        return [
+            {
+                "id": row[0],
+                "turn_index": row[1],
+                "event": row[2],
+                "details": unpacked,
+                "created_at": row[4],
+            }
+            for row, unpacked in zip(rows, details, strict=True)
+        ]
+
+    def append_usage(self, session_id: str, metric: CallMetric) -> None:
+        """Record one call metric; a metric with the same key replaces the old one."""
+        self.append_usages(session_id, [metric])
+
+    def append_usages(self, session_id: str, metrics: list[CallMetric]) -> None:
+        """Record call metrics in one transaction (upsert by ``metric_key``).
+
+        A replaced metric keeps its position and ``created_at``.
+        """
+        now = now_iso()
+        rows = [metric_row(session_id, metric, now) for metric in metrics]
+        with self._write() as conn:
+            self.writable(conn, session_id)
+            conn.executemany(UPSERT_METRIC, rows)
+
+    def usage_summary(self, session_id: str) -> dict[str, Any]:
+        """Return ``{"calls": [...], "turns": [...], "session": {...}}`` (DESIGN.md §7).
+
+        ``model_calls`` counts chat, argument-fallback and argument-generation calls;
+        ``tool_count`` counts tool executions; ``fallback_count`` counts
+        argument fallbacks only. Each turn row carries its ``failure_reason`` and
+        ``failure_message`` (``None`` unless the turn failed).
+        """
+        with self._read() as conn:
+            require_session(conn, session_id)
+            calls = select_metrics(conn, session_id)
+            turns = _turn_facts(conn, session_id)
+        return summarize(calls, turns)
+
+
+def _turn_facts(conn: sqlite3.Connection, session_id: str) -> dict[int, Any]:
+    return {
+        turn["turn_index"]: (
+            turn["status"],
+            turn["wall_time_ms"],
+            turn["round_count"],
+            turn["user_message"],
+            turn["failure_reason"],
+            turn["failure_message"],
+        )
+        for turn in select_turns(conn, session_id)
+    }
