@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from phoenix_server import phoenix_server
 from telemetry_support import API_KEY
 
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
@@ -34,3 +35,10 @@ async def client(server: SimulatedProviderServer) -> AsyncIterator[OpenAICompati
 def store(tmp_path: Path) -> Iterator[SQLiteSessionStore]:
     with SQLiteSessionStore(tmp_path / "sessions.sqlite3") as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real Phoenix server for every ``phoenix`` test of the run (it starts in ~30 s)."""
+    with phoenix_server(tmp_path_factory.mktemp("phoenix")) as url:
+        yield url

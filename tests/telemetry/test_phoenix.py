@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from phoenix_server import phoenix_server, trace_spans
+from phoenix_server import trace_spans
 from telemetry_support import PROMPT
 
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
@@ -20,12 +19,6 @@ from agent_lab.infrastructure.telemetry.export import session_spans
 from agent_lab.infrastructure.telemetry.spans import SpanData
 
 pytestmark = [pytest.mark.phoenix, pytest.mark.timeout(600)]  # Phoenix starts in ~30 s
-
-
-@pytest.fixture(scope="module")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with phoenix_server(tmp_path_factory.mktemp("phoenix")) as url:
-        yield url
 
 
 def _run(home: Path, mode: str, phoenix: str) -> str:

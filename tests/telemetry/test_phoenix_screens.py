@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from phoenix_server import ROOT, phoenix_server, trace_spans
+from phoenix_server import ROOT, trace_spans
 from PIL import Image
 from playwright.sync_api import Page, expect, sync_playwright
 from telemetry_support import PROMPT
@@ -30,12 +30,6 @@ pytestmark = [pytest.mark.phoenix, pytest.mark.browser, pytest.mark.timeout(600)
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
 VIEWPORT = {"width": 1400, "height": 860}
-
-
-@pytest.fixture(scope="module")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with phoenix_server(tmp_path_factory.mktemp("phoenix")) as url:
-        yield url
 
 
 @pytest.fixture
