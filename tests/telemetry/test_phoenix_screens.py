@@ -118,7 +118,7 @@ def test_the_dual_agent_turn_in_phoenix_next_to_the_labs_timeline(
         expect(page.get_by_text("invoke_agent event_agent").first).to_be_visible(timeout=30_000)
         expect(page.get_by_text("execute_tool knowledge.web.search").first).to_be_visible()
         page.get_by_text("chat agent-lab-sim").first.click()
-        expect(page.get_by_text("gen_ai.usage.input_tokens").first).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("gen_ai.usage.input_tokens").first).to_be_attached(timeout=30_000)
         page.screenshot(path=str(shots / "telemetry-phoenix.png"))
         browser.close()
     _side_by_side(shots / "telemetry-phoenix.png", shots / "telemetry-timeline.png", shots)
