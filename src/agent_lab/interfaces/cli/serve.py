@@ -23,6 +23,7 @@ from agent_lab.interfaces.cli.common import (
     run_async,
 )
 from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
+from agent_lab.interfaces.cli.options import HostOption, PortOption
 from agent_lab.interfaces.settings import SIMULATED_MODEL
 
 MAX_MESSAGE_CHARS = 1_000_000
@@ -70,10 +71,8 @@ Examples:
 
 
 def simulate(
-    port: Annotated[
-        int, typer.Option("--port", min=0, max=65535, help="Port (0 picks a free one).")
-    ] = SIMULATE_DEFAULT_PORT,
-    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    port: PortOption = SIMULATE_DEFAULT_PORT,
+    host: HostOption = "127.0.0.1",
     ttft_ms: Annotated[
         float, typer.Option("--ttft-ms", min=0.0, help="Milliseconds to the first token.")
     ] = 300.0,
@@ -124,10 +123,8 @@ def simulator_hints(base_url: str) -> list[str]:
 )
 def serve(
     options: LabOptions,
-    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[
-        int, typer.Option("--port", min=0, max=65535, help="Port (0 picks a free one).")
-    ] = 8765,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8765,
     token: Annotated[
         str | None,
         typer.Option("--token", help="Require this access token.", show_default=False),
