@@ -122,8 +122,7 @@ class PgCore:
         if held is None or exists is None:
             return exists is not None
         row = conn.execute(
-            "SELECT token, epoch, owner, pid, hostname FROM session_claims"
-            " WHERE session_id = %s",
+            "SELECT token, epoch, owner, pid, hostname FROM session_claims WHERE session_id = %s",
             (session_id,),
         ).fetchone()
         if row is not None and (row[0], row[1]) == held:

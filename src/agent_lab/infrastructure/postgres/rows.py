@@ -25,7 +25,9 @@ __all__ = ["MESSAGE_COLUMNS", "message_dict", "session_dict"]
 
 
 def session_exists(conn: Conn, session_id: str) -> bool:
-    return conn.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone() is not None
+    return (
+        conn.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone() is not None
+    )
 
 
 def require_session(conn: Conn, session_id: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Final
 
 import psycopg
+from psycopg.rows import TupleRow
 
 from agent_lab.domain.errors import StoreFormatError
 
@@ -170,7 +171,7 @@ _V1: Final = (
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {1: _V1}
 
 
-def stored_version(conn: psycopg.Connection[tuple[object, ...]], where: str) -> int:
+def stored_version(conn: psycopg.Connection[TupleRow], where: str) -> int:
     """The database's schema version (0 for an empty one), checked to be ours and not newer.
 
     Raises:
@@ -196,7 +197,7 @@ def stored_version(conn: psycopg.Connection[tuple[object, ...]], where: str) -> 
     return version
 
 
-def migrate(conn: psycopg.Connection[tuple[object, ...]], where: str) -> None:
+def migrate(conn: psycopg.Connection[TupleRow], where: str) -> None:
     """Bring the schema up to ``SCHEMA_VERSION`` (a no-op, without writing, when it is)."""
     with conn.transaction():
         if stored_version(conn, where) >= SCHEMA_VERSION:
@@ -207,5 +208,5 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]], where: str) -> None:
         while version < SCHEMA_VERSION:
             version += 1
             for statement in MIGRATIONS[version]:
-                conn.execute(statement)  # type: ignore[arg-type]  # fixed DDL text
+                conn.execute(statement)
             conn.execute("UPDATE agent_lab_schema SET version = %s", (version,))
