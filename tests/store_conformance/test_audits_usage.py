@@ -73,12 +73,14 @@ def test_usage_is_upserted_by_key_and_summed_per_turn_and_session(backend: Backe
     store.append_usage(session, chat_metric(1, 2, prompt_tokens=20, total_tokens=20))
 
     summary = store.usage_summary(session)
-    assert [call["metric_key"] for call in summary["calls"]] == ["chat:1:1", "tool:1:1:c1", "chat:1:2"]
+    keys = [call["metric_key"] for call in summary["calls"]]
+    assert keys == ["chat:1:1", "tool:1:1:c1", "chat:1:2"]
     assert summary["calls"][2]["prompt_tokens"] == 20
     assert summary["calls"][2]["usage_reported"] is True
     turn = summary["turns"][0]
     assert (turn["status"], turn["turn_wall_time_ms"], turn["round_count"]) == ("completed", 300, 2)
     assert (turn["model_calls"], turn["tool_count"], turn["total_tokens"]) == (2, 1, 35)
     totals = summary["session"]
-    assert (totals["turn_count"], totals["prompt_tokens"], totals["turn_wall_time_ms"]) == (1, 30, 300)
+    assert (totals["turn_count"], totals["prompt_tokens"]) == (1, 30)
+    assert totals["turn_wall_time_ms"] == 300
     assert totals["unreported_usage_calls"] == 0

@@ -8,8 +8,6 @@ from conformance_support import Backend, assistant, call, tool_reply, user
 from agent_lab.domain.errors import UsageError
 
 
-
-
 def test_a_batch_is_pending_until_committed_then_visible_at_once(backend: Backend) -> None:
     store = backend.open()
     session = store.create_session("t", {})
@@ -32,8 +30,10 @@ def test_a_batch_is_pending_until_committed_then_visible_at_once(backend: Backen
     assert journal["calls"][0]["event"]["id"] == "c1"
 
     store.record_result(batch, "c2", "failed", tool_reply(events[1], '{"error": "x"}'))
-    store.commit_batch(batch, [assistant("", *events), tool_reply(events[0]), tool_reply(events[1])])
-    assert [m["role"] for m in store.list_messages(session)] == ["user", "assistant", "tool", "tool"]
+    replies = [tool_reply(events[0]), tool_reply(events[1])]
+    store.commit_batch(batch, [assistant("", *events), *replies])
+    roles = [m["role"] for m in store.list_messages(session)]
+    assert roles == ["user", "assistant", "tool", "tool"]
     assert store.list_batches(session)[0]["state"] == "committed"
     with pytest.raises(UsageError):
         store.commit_batch(batch, [])
