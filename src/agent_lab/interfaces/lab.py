@@ -24,11 +24,12 @@ from agent_lab.application.contracts import (
 )
 from agent_lab.application.ports import ChatClient
 from agent_lab.application.runtime import DebugRuntime
+from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain.errors import ConfigError
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
-from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.infrastructure.store_factory import open_store
 from agent_lab.interfaces.settings import LabSettings
 
 SIMULATED_NOTICE = "simulated model — set OPENAI_BASE_URL or --base-url for a real one"
@@ -44,7 +45,7 @@ class Lab:
         self.base_url: str | None = settings.base_url
         self.model = ""
         self.chat_client: ChatClient | None = None
-        self.store: SQLiteSessionStore | None = None
+        self.store: SessionStore | None = None
 
     @property
     def registry(self) -> ToolRegistry:
@@ -76,7 +77,7 @@ class Lab:
                     max_retries=self.settings.max_retries,
                 )
             )
-            self.store = SQLiteSessionStore(self.settings.database())
+            self.store = open_store(self.settings.store_location())
             self._stack.callback(self.store.close)
             self._check_tools()
         except BaseException:

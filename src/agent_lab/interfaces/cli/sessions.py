@@ -11,7 +11,8 @@ from typing import IO, Annotated, Any
 import orjson
 import typer
 
-from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.application.session_store import SessionStore
+from agent_lab.infrastructure.store_factory import open_store as open_store_at
 from agent_lab.interfaces.cli.common import (
     DbOption,
     HomeOption,
@@ -70,12 +71,15 @@ def build_sessions_app() -> typer.Typer:
 
 
 @contextmanager
-def open_store(db: Path | None, home: Path | None) -> Iterator[SQLiteSessionStore]:
+def open_store(db: Path | None, home: Path | None) -> Iterator[SessionStore]:
     """The session database chosen by --db/--home, the environment or the default."""
     with guard():
         settings = LabOptions(db=db, home=home).settings()
-        with SQLiteSessionStore(settings.database()) as store:
+        store = open_store_at(settings.store_location())
+        try:
             yield store
+        finally:
+            store.close()
 
 
 def list_sessions(
@@ -157,7 +161,7 @@ def delete_session(
     stdout_console().print(f"deleted session {session_id}")
 
 
-def session_record(store: SQLiteSessionStore, session_id: str) -> dict[str, Any]:
+def session_record(store: SessionStore, session_id: str) -> dict[str, Any]:
     """Everything recorded for a session: summary, messages, audits, usage, tool batches."""
     session = _require(store, session_id)
     return {
@@ -169,7 +173,7 @@ def session_record(store: SQLiteSessionStore, session_id: str) -> dict[str, Any]
     }
 
 
-def _require(store: SQLiteSessionStore, session_id: str) -> dict[str, Any]:
+def _require(store: SessionStore, session_id: str) -> dict[str, Any]:
     session = store.get_session(session_id)
     if session is None:
         with guard():
