@@ -15,7 +15,7 @@ from agent_lab.interfaces.settings import load_settings
 
 
 def test_paths_and_sqlite_urls_open_the_sqlite_store(tmp_path: Path) -> None:
-    for location in (tmp_path / "a.sqlite3", f"sqlite:///{tmp_path}/b.sqlite3".replace("///", "////")):
+    for location in (tmp_path / "a.sqlite3", f"sqlite:///{tmp_path}/b.sqlite3"):
         store = open_store(location)
         try:
             assert isinstance(store, SQLiteSessionStore)
