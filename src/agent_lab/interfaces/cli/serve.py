@@ -56,6 +56,8 @@ Examples:
   agent-lab serve --port 9000 --db /tmp/lab.sqlite3
 
   agent-lab serve --host 0.0.0.0 --token "$(openssl rand -hex 16)"
+
+  AGENT_LAB_DATABASE_URL=postgresql://lab@db/agent_lab agent-lab serve --workers 4
 """
 
 
@@ -106,6 +108,9 @@ def serve(
     db: DbOption = None,
     home: HomeOption = None,
     local: LocalOption = False,
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="Worker processes sharing the store.")
+    ] = 1,
 ) -> None:
     """Serve the web lab (see ``SERVE_HELP``)."""
     options = LabOptions(
@@ -123,6 +128,11 @@ def serve(
     if generated:
         token = secrets.token_urlsafe(24)
     binding = Binding(host, port, token, generated)
+    if workers > 1:
+        from agent_lab.interfaces.cli.serve_workers import serve_in_workers
+
+        with _bind(host, port) as sock:
+            raise typer.Exit(serve_in_workers(sock, workers, options, binding))
     try:
         run_async(lambda: _serve(options, create_app, binding))
     except KeyboardInterrupt:  # Ctrl-C is how a server is meant to stop
