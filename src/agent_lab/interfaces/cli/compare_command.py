@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.console import Console
@@ -43,6 +43,8 @@ from agent_lab.scenarios import Scenario, bundled_scenarios, load_scenario
 if TYPE_CHECKING:
     from agent_lab.interfaces.lab import Lab
 
+Executor = Literal["local", "ray"]
+
 COMPARE_HELP = f"""Run a scenario's user turns in both tool modes, N times, and compare them.
 
 Prints the median and p90 of visible TTFT, provider TTFT and turn wall time (per
@@ -58,6 +60,8 @@ Examples:
   agent-lab compare demo --repeat 5 --out ./reports
 
   agent-lab compare my-scenario.toml --base-url http://127.0.0.1:8000/v1 --model qwen2.5
+
+  agent-lab compare demo --repeat 50 --executor ray   # each repeat a Ray task
 """
 
 
@@ -81,6 +85,12 @@ def compare(
     home: HomeOption = None,
     fast: FastOption = False,
     local: LocalOption = False,
+    executor: Annotated[
+        Executor,
+        typer.Option(
+            "--executor", help="local: one session at a time; ray: each repeat a Ray task."
+        ),
+    ] = "local",
 ) -> None:
     """Compare both modes on a scenario (see ``COMPARE_HELP``)."""
     options = LabOptions(
@@ -94,17 +104,22 @@ def compare(
         local=local,
         fast=fast,
     )
-    run_async(lambda: _compare(options, scenario, repeat, out))
+    run_async(lambda: _compare(options, scenario, repeat, out, executor))
 
 
-async def _compare(options: LabOptions, name: str, repeat: int, out: Path | None) -> int:
+async def _compare(
+    options: LabOptions, name: str, repeat: int, out: Path | None, executor: Executor = "local"
+) -> int:
     scenario = load_scenario(name)
     settings = scenario_settings(options.settings(), scenario, fast=options.fast or fast_from_env())
     console = stdout_console()
     started = datetime.now()
     async with open_lab(settings) as lab:
         notice(console, lab.endpoint_description)
-        runs = await _run_all(lab, scenario, repeat, console)
+        if executor == "ray":
+            runs = await _run_on_ray(lab, scenario, repeat, console)
+        else:
+            runs = await _run_all(lab, scenario, repeat, console)
         endpoint = lab.endpoint_description
     result = CompareResult(
         scenario=scenario,
@@ -147,3 +162,21 @@ async def _run_all(lab: Lab, scenario: Scenario, repeat: int, console: Console) 
                 runs.append(run)
         progress.update(task, completed=total, description="done")
     return runs
+
+
+async def _run_on_ray(
+    lab: Lab, scenario: Scenario, repeat: int, console: Console
+) -> list[SessionRun]:
+    from agent_lab.interfaces.cli.compare_ray import run_on_ray, task_settings
+
+    total = repeat * len(scenario.modes)
+    with Progress(TextColumn("sessions on Ray"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:  # fmt: skip
+        task = progress.add_task("sessions", total=total)
+        return await run_on_ray(
+            task_settings(lab.settings, lab.base_url, lab.model),
+            scenario,
+            repeat,
+            merge_into=lab.store,
+            on_done=lambda run: progress.advance(task),
+        )
