@@ -308,9 +308,10 @@ def report(runs: list[Run], directory: Path) -> str:
     ]
     note = [
         "",
-        "Bytes per turn rise with `--turns`: the runtime's `chat_agent_request` and "
-        "`event_agent_request` audits carry the conversation so far, so a turn's audit "
-        "JSON grows linearly with the history (last row).",
+        "The runtime's `chat_agent_request` and `event_agent_request` audits carry the "
+        "conversation so far; the store keeps each message once and the audit rows refer "
+        "to it, so a turn's audit JSON stays flat as the history grows (last row; "
+        "`bench_session_growth.py` measures a 500-turn session).",
     ]
     return "\n".join([*header, *_latency_table(runs), "", *_volume_table(runs), *note]) + "\n"
 

@@ -52,6 +52,8 @@ _EXPORTS: dict[str, str] = {
     "EventAgentRequest": "agent_lab.application.event_agent",
     "SessionStore": "agent_lab.application.session_store",
     "DebugRuntime": "agent_lab.application.runtime",
+    "RuntimeSession": "agent_lab.application.session_handle",
+    "OutputMessage": "agent_lab.application.protocol",
     "OpenAICompatibleChatClient": "agent_lab.infrastructure.chat_client",
     "SQLiteSessionStore": "agent_lab.infrastructure.sqlite_store",
 }
@@ -74,10 +76,12 @@ __all__ = [
     "EventSource",
     "EventStatus",
     "OpenAICompatibleChatClient",
+    "OutputMessage",
     "PersistenceFailed",
     "ProviderError",
     "ResultPolicy",
     "RuntimeQueues",
+    "RuntimeSession",
     "SQLiteSessionStore",
     "SessionBusy",
     "SessionNotFound",
@@ -105,8 +109,10 @@ if TYPE_CHECKING:
         EventStatus,
         ResultPolicy,
     )
+    from agent_lab.application.protocol import OutputMessage
     from agent_lab.application.queues import RuntimeQueues
     from agent_lab.application.runtime import DebugRuntime
+    from agent_lab.application.session_handle import RuntimeSession
     from agent_lab.application.session_store import SessionStore
     from agent_lab.application.tools import (
         ToolDefinition,

@@ -1,5 +1,5 @@
 """``python -m agent_lab`` runs the ``agent-lab`` command line."""
 
-from agent_lab.interfaces.cli.commands import main
+from agent_lab.interfaces.cli import main
 
 main()

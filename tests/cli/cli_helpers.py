@@ -47,6 +47,7 @@ def lab_env(home: Path, **extra: str | None) -> dict[str, str | None]:
     """The environment of one invocation: ``None`` removes a variable."""
     env: dict[str, str | None] = dict.fromkeys(SCRUBBED)
     env.update(AGENT_LAB_HOME=str(home), AGENT_LAB_SIM_FAST="1", COLUMNS="160")
+    env.update(XDG_CONFIG_HOME=str(home / "xdg-config"))  # no user config file leaks in
     env.update(extra)
     return env
 

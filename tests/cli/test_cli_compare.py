@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from cli_helpers import Invoke
@@ -95,3 +96,32 @@ def test_compare_in_a_real_process(cli_process: Invoke, tmp_path: Path) -> None:
 
     assert result.exit_code == 0, result.stderr
     assert list(tmp_path.glob("*.html")) and list(tmp_path.glob("*.svg"))
+
+
+def test_compare_json_and_tagged_session_titles(cli: Invoke, tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+
+    result = cli("compare", "demo", "--repeat", "2", "--out", str(out), "--json")
+
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)  # nothing but the JSON document on stdout
+    assert document["scenario"] == "demo" and document["repeat"] == 2
+    for mode in ("dual_agent", "chat_agent_tools"):
+        ttft = document["stats"][mode]["visible TTFT (ms)"]
+        assert set(ttft) == {"median", "p90", "count"} and ttft["count"] == 8
+    assert len(document["sessions"]) == 4
+    assert Path(document["report"]["markdown"]).is_file()
+    listed = cli("sessions", "list", "--jsonl")
+    titles = sorted(json.loads(line)["title"] for line in listed.stdout.splitlines())
+    assert [title.split("]")[0] + "]" for title in titles] == [
+        "[compare demo #1]",
+        "[compare demo #1]",
+        "[compare demo #2]",
+        "[compare demo #2]",
+    ]
+    table = cli("sessions", "list")
+    assert table.stdout.count("[compare demo #2]") == 2  # shown as text, not as markup
+    ids = {session["session_id"] for session in document["sessions"]}
+    assert ids == {json.loads(line)["id"] for line in listed.stdout.splitlines()}
+    replayed = cli("replay", next(iter(ids)), "--speed", "0", "--quiet")
+    assert replayed.exit_code == 0, replayed.stdout

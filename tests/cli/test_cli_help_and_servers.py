@@ -33,6 +33,8 @@ COMMANDS = [
     ("sessions", "show"),
     ("sessions", "export"),
     ("sessions", "delete"),
+    ("sessions", "prune"),
+    ("config",),
 ]
 
 
@@ -43,6 +45,21 @@ def test_every_command_has_help_with_examples(cli: Invoke, command: tuple[str, .
     assert result.exit_code == 0
     assert "Examples" in result.stdout
     assert f"agent-lab {' '.join(command)}" in result.stdout
+
+
+def test_local_help_shows_the_whole_install_command(cli: Invoke) -> None:
+    result = cli("local", "--help")
+
+    assert result.exit_code == 0
+    assert "pip install 'agent-lab[local]'" in result.stdout
+
+
+def test_chat_help_does_not_mention_a_json_flag_chat_lacks(cli: Invoke) -> None:
+    result = cli("chat", "--help")
+
+    assert result.exit_code == 0
+    assert "--json" not in result.stdout
+    assert "--audit" in result.stdout
 
 
 def test_no_arguments_prints_the_help(cli: Invoke) -> None:

@@ -197,3 +197,66 @@ def _drop_event_blocks(database: Path, session_id: str, *, turn: int) -> None:
             connection.execute(
                 "UPDATE audit_logs SET details = ? WHERE id = ?", (json.dumps(data), row_id)
             )
+
+
+def test_replay_of_a_run_on_changed_tool_state_hints_at_ignore_key(
+    cli: Invoke, store: Callable[[], SQLiteSessionStore]
+) -> None:
+    assert cli("run", "Please set the volume to 35").exit_code == 0
+    second = cli("run", "Please set the volume to 20", "--json")  # starts from 35, not fresh
+    session_id = str(json.loads(second.stdout.splitlines()[0])["session_id"])
+
+    result = cli("replay", session_id, "--speed", "0", "--quiet")
+
+    assert result.exit_code == 1
+    hint = next(line for line in result.stdout.splitlines() if line.startswith("hint:"))
+    assert "fresh state" in hint and "(previous)" in hint
+    command = hint.split("ignore them: ")[1]
+    assert command == f"agent-lab replay {session_id} --ignore-key previous"
+    followed = cli(*command.split()[1:], "--speed", "0", "--quiet")  # the hint, as written
+    assert followed.exit_code == 0, followed.stdout
+    assert "identical" in followed.stdout
+
+
+def _failing_session(cli: Invoke, *, first_ok: bool) -> str:
+    """A session whose last turn failed at the provider (HTTP 500), optionally after an
+    ordinary first turn on the simulated model."""
+    from agent_lab.testing import ScriptedResponse, SSETranscriptServer
+
+    session: list[str] = []
+    if first_ok:
+        first = cli("run", "Hello there", "--json", "--mode", "chat_agent_tools")
+        session = ["--session", str(json.loads(first.stdout.splitlines()[0])["session_id"])]
+    broken = ScriptedResponse.error(500, {"error": {"message": "the model fell over"}})
+    with SSETranscriptServer(fallback=broken) as server:
+        endpoint = ["--base-url", server.base_url, "--model", "m"]
+        failed = cli("run", "Tell me more", "--json", *session, *endpoint)
+    assert failed.exit_code == 1, failed.stderr
+    return str(json.loads(failed.stdout.splitlines()[0])["session_id"])
+
+
+def test_replay_of_a_session_whose_last_turn_failed_replays_the_turns_before(
+    cli: Invoke,
+) -> None:
+    session_id = _failing_session(cli, first_ok=True)
+
+    result = cli("replay", session_id, "--speed", "0", "--quiet")
+
+    assert result.exit_code == 0, result.stdout
+    assert "HTTP 500" not in result.stdout and "no such model call" not in result.stdout
+    assert "note: turn 2 was failed in the recording" in result.stdout
+    assert "turn 1 is replayed and compared, turn 2 is not" in result.stdout
+    assert "identical: 1 turn(s)" in result.stdout
+
+
+def test_replay_of_a_session_that_failed_at_once_explains_there_is_nothing_to_replay(
+    cli: Invoke,
+) -> None:
+    session_id = _failing_session(cli, first_ok=False)
+
+    result = cli("replay", session_id, "--speed", "0")
+
+    assert result.exit_code == 2
+    [line] = result.error_lines
+    assert "cannot be replayed: turn 1 was failed in the recording" in line
+    assert "only completed turns can be" in line

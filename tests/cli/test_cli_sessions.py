@@ -98,7 +98,9 @@ def test_delete_asks_first_and_keeps_the_session_when_declined(
 ) -> None:
     declined = cli("sessions", "delete", session_id, input="n\n")
 
-    assert declined.exit_code == 1
+    assert declined.exit_code == 0  # declining is an answer, not an error
+    assert declined.error_lines == []
+    assert declined.stdout.strip().endswith("nothing deleted")
     assert store().get_session(session_id) is not None
 
 

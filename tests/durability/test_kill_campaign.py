@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from agent_lab.application._transcript import restore_history
+from agent_lab.application._modes import restore_history
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient

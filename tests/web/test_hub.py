@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
+from web_support import lab_settings
 
 from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
@@ -69,7 +71,7 @@ async def test_many_sessions_run_concurrently_in_one_hub(settings: LabSettings) 
 @pytest.mark.asyncio
 async def test_an_idle_session_without_clients_is_closed(settings: LabSettings) -> None:
     async with Lab(settings) as lab:
-        hub = SessionHub(lab, WebOptions(idle_seconds=0.2, poll_seconds=0.05))
+        hub = SessionHub(lab, WebOptions(idle_seconds=0.2))
         outbox = Outbox(100_000)
         live: LiveSession = await hub.start(lab.request("hello", session_id="idle"), outbox)
         await asyncio.wait_for(drain_until_turn_completed(outbox), timeout=20)
@@ -89,3 +91,34 @@ async def test_start_on_a_live_session_refers_to_it(settings: LabSettings) -> No
             await hub.start(lab.request("again", session_id="dup"), Outbox(1000))
         assert found.value.live is live
         await hub.aclose()
+
+
+async def _until_type(outbox: Outbox, kind: str) -> None:
+    while json.loads(await outbox.get()).get("message", {}).get("type") != kind:
+        pass
+
+
+@pytest.mark.asyncio
+async def test_stopping_the_hub_mid_turn_cancels_it_and_releases_the_session(
+    lab_home: Path,
+) -> None:
+    from agent_lab.application.runtime import DebugRuntime
+    from agent_lab.testing import ScriptedChatClient, text
+
+    slow = lab_settings(lab_home, simulated_ttft_ms=3_000)  # slower than the test
+    async with Lab(slow) as lab:
+        hub = SessionHub(lab, WebOptions())
+        outbox = Outbox(100_000)
+        live = await hub.start(lab.request("hello", session_id="stopped"), outbox)
+        await asyncio.wait_for(_until_type(outbox, "turn_started"), timeout=10)
+        await asyncio.wait_for(hub.aclose(), timeout=10)
+        assert live.ending and not hub.live_ids()
+        assert lab.store is not None
+        turns = lab.store.usage_summary("stopped")["turns"]
+        assert [turn["status"] for turn in turns] == ["cancelled"]
+        again = DebugRuntime(ScriptedChatClient([text("back")]), session_store=lab.store)
+        async with again.session(lab.request("again", session_id="stopped")) as session:
+            async for message in session:
+                if message["type"] in ("turn_completed", "error"):
+                    break
+        assert message == {"type": "turn_completed", "turn_index": 2, "round_count": 1}

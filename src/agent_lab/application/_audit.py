@@ -16,6 +16,11 @@ class AuditSink(Protocol):
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None: ...
 
 
+class _NoSink:
+    def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
+        return None
+
+
 class Auditor:
     """Emits audits for one session; every audit reads the clock once unless given ``now``.
 
@@ -30,7 +35,8 @@ class Auditor:
         self._last_elapsed = 0
         self.turn_index: int | None = None
         self.session_id: str | None = None
-        self.sink: AuditSink | None = None
+        self.sink: AuditSink = _NoSink()
+        """Where audits are kept (the session's recorder when a store is attached)."""
 
     @property
     def output(self) -> asyncio.Queue[Any]:
@@ -57,7 +63,6 @@ class Auditor:
                 "turn_index": self.turn_index,
             },
         )
-        if self.sink is not None:
-            self.sink.add_audit(self.turn_index, event, details)
+        self.sink.add_audit(self.turn_index, event, details)
         await self._output_queue.put(_outputs.audit(event, details))
         return now

@@ -2,25 +2,33 @@
 
 Both runners make the batch durable before any tool starts, make each result durable
 before it is shown, and show results in call order whatever order they finish in.
+They receive a ``RoundContext``: the round's state and the few services a batch uses.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agent_lab.application import _outputs
+from agent_lab.application import _audit_details, _outputs
+from agent_lab.application._audit import Auditor
 from agent_lab.application._chat_round import StreamedRound
-from agent_lab.application._transcript import EVENT_AGENT_NAME, event_agent_history
+from agent_lab.application._persistence import BatchIntent
+from agent_lab.application._session_state import SessionState, TurnState
+from agent_lab.application._transcript import event_agent_history
 from agent_lab.application.event_agent import (
     ArgumentCall,
     EventAgentRequest,
     EventBatchDone,
+    ReplyChannel,
+    ToolReply,
 )
 from agent_lab.application.events import (
     BatchAborted,
     EventBatch,
+    EventBatchExecutor,
     EventBatchResult,
     EventResult,
     EventSource,
@@ -29,9 +37,31 @@ from agent_lab.application.session_store import CallStatus
 from agent_lab.application.tools import ToolExecutionContext
 from agent_lab.domain.messages import ChatMessage
 
-if TYPE_CHECKING:
-    from agent_lab.application._session_state import TurnState
-    from agent_lab.application._turn import TurnEngine
+
+@dataclass
+class EventAgentLink:
+    """How the engine reaches the session's event agent."""
+
+    requests: asyncio.Queue[Any]
+    """``queues.events``."""
+    replies: ReplyChannel
+    ensure_running: Callable[[], None]
+
+
+@dataclass
+class RoundContext:
+    """What a batch runner may touch: the round's state and its services."""
+
+    session: SessionState
+    turn: TurnState
+    scope: str
+    auditor: Auditor
+    executor: EventBatchExecutor
+    event_agent: EventAgentLink
+
+    @property
+    def output(self) -> asyncio.Queue[Any]:
+        return self.auditor.output
 
 
 @dataclass
@@ -56,10 +86,6 @@ class ReplyEmitter:
     def expects(self, event_id: str | None) -> bool:
         return event_id in self._order and event_id not in self._landed
 
-    @property
-    def complete(self) -> bool:
-        return len(self._landed) == len(self._order)
-
     async def land(self, event_id: str, message: ChatMessage) -> None:
         self._landed[event_id] = message
         while self._next < len(self._order) and self._order[self._next] in self._landed:
@@ -70,60 +96,56 @@ class ReplyEmitter:
         return [self._landed[event_id] for event_id in self._order if event_id in self._landed]
 
 
-def _status(result: EventResult | None) -> CallStatus:
-    if result is None:
-        return "failed"
+def _status(result: EventResult) -> CallStatus:
     return "succeeded" if result.succeeded else "failed"
 
 
-async def _batch_started(
-    engine: TurnEngine, turn: TurnState, streamed: StreamedRound, scope: str
-) -> None:
-    await engine.auditor.emit(
-        "event_batch_started",
-        {
-            "scope": scope,
-            "round_index": turn.round_index,
-            "tool_invocation_mode": engine.session.mode,
-            "event_ids": [event.id for event in streamed.events],
-            "event_names": [event.name for event in streamed.events],
-        },
+async def _begin(
+    ctx: RoundContext,
+    streamed: StreamedRound,
+    *,
+    assistant: ChatMessage | None,
+    visible: list[ChatMessage],
+) -> str:
+    """Journal the batch (durable before any tool starts) and audit its start."""
+    session, turn = ctx.session, ctx.turn
+    batch_id = await session.recorder.begin_batch(
+        turn.index,
+        turn.round_index,
+        BatchIntent(ctx.scope, session.mode, list(streamed.events), assistant, visible),
     )
+    turn.open_batch = batch_id
+    await ctx.auditor.emit(
+        "event_batch_started",
+        _audit_details.event_batch_started(
+            ctx.scope, turn.round_index, session.mode, streamed.events
+        ),
+    )
+    return batch_id
 
 
-async def run_dual_batch(
-    engine: TurnEngine, turn: TurnState, streamed: StreamedRound, scope: str
-) -> BatchRun:
-    """Hand the batch to the event agent and collect its replies from the input queue."""
-    session = engine.session
+async def run_dual_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchRun:
+    """Hand the batch to the event agent and collect its replies from its channel."""
+    session, turn = ctx.session, ctx.turn
     assistant = ChatMessage(role="assistant", content=streamed.content)
     session.history.append(assistant)
-    if session.recorder is not None:
-        turn.open_batch = await session.recorder.begin_batch(
-            turn.index,
-            turn.round_index,
-            scope=scope,
-            mode="dual_agent",
-            events=list(streamed.events),
-            assistant=None,
-            visible=[assistant] if assistant.content.strip() else [],
-        )
-    await _batch_started(engine, turn, streamed, scope)
+    visible = [assistant] if assistant.content.strip() else []
+    batch_id = await _begin(ctx, streamed, assistant=None, visible=visible)
     request = EventAgentRequest(
         events=list(streamed.events),
         history=event_agent_history(session.request.pre_messages, session.history),
-        scope=scope,
+        scope=ctx.scope,
         enabled_tools=list(session.request.event_agent.enabled_tools),
         params=session.request.event_agent,
         chat_params=session.request.chat_agent,
         session_id=session.session_id,
         turn_index=turn.index,
         round_index=turn.round_index,
-        audit=engine.auditor.emit,
+        audit=ctx.auditor.emit,
     )
-    engine.deps.ensure_event_agent()
-    await engine.deps.queues.events.put(request)
-    done = await _collect_dual_replies(engine, turn, request)
+    ctx.event_agent.ensure_running()
+    await ctx.event_agent.requests.put(request)
+    done = await _collect_dual_replies(ctx, batch_id, request)
     if done.outcome.failure is not None:
         raise done.outcome.failure
     summary = done.outcome.results_message
@@ -135,72 +157,51 @@ async def run_dual_batch(
 
 
 async def _collect_dual_replies(
-    engine: TurnEngine, turn: TurnState, request: EventAgentRequest
+    ctx: RoundContext, batch_id: str, request: EventAgentRequest
 ) -> EventBatchDone:
-    queues = engine.deps.queues
-    emitter = ReplyEmitter([event.id for event in request.events], queues.output)
+    emitter = ReplyEmitter([event.id for event in request.events], ctx.output)
     while True:
-        item = await queues.input.get()
-        if isinstance(item, EventBatchDone):
-            if item.scope == request.scope:
+        item = await ctx.event_agent.replies.receive()
+        match item:
+            case EventBatchDone(scope=scope) if scope == request.scope:
                 return item
-            continue  # a stale marker from a cancelled turn
-        if isinstance(item, ChatMessage) and item.role == "tool":
-            if emitter.expects(item.tool_call_id):
-                await _land_dual_reply(engine, turn, request, emitter, item)
-            continue
-        if isinstance(item, ChatMessage) and item.name == EVENT_AGENT_NAME:
-            continue  # the results message; the outcome carries it
-        engine.session.buffered.append(item)
+            case ToolReply(scope=scope) if scope == request.scope and emitter.expects(
+                item.message.tool_call_id
+            ):
+                await _land_dual_reply(ctx, batch_id, emitter, item)
+            case ToolReply():
+                item.durable.set_result(None)  # nothing to keep: a reply no call expects
+            case EventBatchDone():
+                pass  # a stale marker from a cancelled turn
 
 
 async def _land_dual_reply(
-    engine: TurnEngine,
-    turn: TurnState,
-    request: EventAgentRequest,
-    emitter: ReplyEmitter,
-    reply: ChatMessage,
+    ctx: RoundContext, batch_id: str, emitter: ReplyEmitter, reply: ToolReply
 ) -> None:
-    event_id = reply.tool_call_id or ""
-    ack = request.ack_for(event_id)
-    recorder = engine.session.recorder
+    event_id = reply.result.event_id
     try:
-        if recorder is not None and turn.open_batch is not None:
-            status = _status(request.results.get(event_id))
-            await recorder.record_result(turn.open_batch, event_id, status, reply)
-    except Exception as exc:
-        ack.set_exception(exc)
+        await ctx.session.recorder.record_result(
+            batch_id, event_id, _status(reply.result), reply.message
+        )
+    except Exception as exc:  # the event agent stops the batch and reports it back
+        reply.durable.set_exception(exc)
         return
-    ack.set_result(None)
-    await emitter.land(event_id, reply)
+    reply.durable.set_result(None)
+    await emitter.land(event_id, reply.message)
 
 
-async def run_direct_batch(
-    engine: TurnEngine, turn: TurnState, streamed: StreamedRound, scope: str
-) -> BatchRun:
+async def run_direct_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchRun:
     """Run provider tool calls here, concurrently, replying in provider order."""
-    session = engine.session
+    session, turn = ctx.session, ctx.turn
     events = list(streamed.events)
     assistant = ChatMessage(role="assistant", content=streamed.content, tool_calls=events)
-    recorder = session.recorder
-    if recorder is not None:
-        turn.open_batch = await recorder.begin_batch(
-            turn.index,
-            turn.round_index,
-            scope=scope,
-            mode="chat_agent_tools",
-            events=events,
-            assistant=assistant,
-            visible=[],
-        )
+    batch_id = await _begin(ctx, streamed, assistant=assistant, visible=[])
     session.seen_call_ids.update(event.id for event in events)
-    await _batch_started(engine, turn, streamed, scope)
-    emitter = ReplyEmitter([event.id for event in events], engine.deps.queues.output)
+    emitter = ReplyEmitter([event.id for event in events], ctx.output)
 
     async def on_result(result: EventResult) -> None:
         reply = result.tool_message()
-        if recorder is not None and turn.open_batch is not None:
-            await recorder.record_result(turn.open_batch, result.event_id, _status(result), reply)
+        await session.recorder.record_result(batch_id, result.event_id, _status(result), reply)
         await emitter.land(result.event_id, reply)
 
     context = ToolExecutionContext(
@@ -209,28 +210,23 @@ async def run_direct_batch(
         turn_index=turn.index,
         round_index=turn.round_index,
     )
+    batch = EventBatch(
+        scope=ctx.scope,
+        events=events,
+        source=EventSource.PROVIDER_TOOL_CALL,
+        enabled_names=session.request.event_agent.enabled_tools,
+        context=context,
+        on_result=on_result,
+    )
     try:
-        result = await engine.deps.executor.execute(
-            EventBatch(
-                scope=scope,
-                events=events,
-                source=EventSource.PROVIDER_TOOL_CALL,
-                enabled_names=session.request.event_agent.enabled_tools,
-                context=context,
-                on_result=on_result,
-            )
-        )
+        result = await ctx.executor.execute(batch)
     except BatchAborted as aborted:
         raise aborted.cause from aborted
     for duplicate in (entry for entry in result.results if not entry.is_logical):
         await on_result(duplicate)
-    await engine.auditor.emit(
+    await ctx.auditor.emit(
         "provider_tools_completed",
-        {
-            "scope": scope,
-            "round_index": turn.round_index,
-            "result_count": len(result.logical_results),
-        },
+        _audit_details.provider_tools_completed(ctx.scope, turn.round_index, result),
     )
     transcript = [assistant, *emitter.messages()]
     return BatchRun(result=result, transcript=transcript, persisted=transcript)

@@ -5,13 +5,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_lab.application import _outputs
+from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._metrics import ModelCall
 from agent_lab.application.contracts import AgentParams
 from agent_lab.application.ports import ChatClient
 from agent_lab.domain.events import ToolCallEvent
-from agent_lab.domain.messages import ChatMessage, StreamItemKind
+from agent_lab.domain.messages import ChatMessage, StreamItem, StreamItemKind
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What a round offers the model for tools; built by the session's ``ToolMode``."""
+
+    events: list[str]
+    """Registry names on offer (none once the turn's event budget is spent)."""
+    accepts: StreamItemKind | None
+    """The stream item kind taken as an event this round, or ``None``."""
+    catalog: str | None = None
+    """Dual mode: the ``Available events:`` system message."""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """Direct mode: the provider tool schemas."""
+    unique_call_ids: bool = False
+    """Direct mode: a call id seen before in the session is a protocol error."""
+
+    @property
+    def prompt_events(self) -> list[str]:
+        """The events the catalog prompt names."""
+        return self.events if self.catalog is not None else []
 
 
 @dataclass
@@ -20,10 +41,8 @@ class ChatRoundRequest:
     messages: list[ChatMessage]
     message_dumps: list[dict[str, Any]]
     """The same messages dumped, for the request audit."""
-    tools: list[dict[str, Any]]
+    offer: Offer
     params: AgentParams
-    accepted_kind: StreamItemKind | None
-    """``text_event`` or ``provider_tool_call`` while the round may run tools, else None."""
     seen_call_ids: set[str]
     """Call ids used earlier in the session; a provider call reusing one is rejected."""
     started: float
@@ -47,68 +66,71 @@ class StreamedRound:
         return "".join(self.parts)
 
 
+class _RoundStream:
+    """Handles the items of one chat stream, one kind at a time."""
+
+    def __init__(self, auditor: Auditor, request: ChatRoundRequest, requested_at: float) -> None:
+        self.auditor = auditor
+        self.request = request
+        self.requested_at = requested_at
+        self.streamed = StreamedRound(call=ModelCall(model=request.params.model))
+        self._measure = request.measure_provider_ttft
+
+    async def take(self, item: StreamItem) -> None:
+        call = self.streamed.call
+        if self._measure:
+            self._measure = False
+            call.ttft_ms = _outputs.elapsed_ms(self.requested_at, self.auditor.clock())
+        if item.kind == "message_delta":
+            await self._delta(item.content)
+        elif item.kind == "raw_chunk" and item.raw_chunk is not None:
+            call.add_chunk(item.raw_chunk, item.raw_json)
+        elif item.kind == "usage" and item.usage is not None:
+            call.usage = item.usage
+            await self.auditor.output.put(_outputs.usage(item.usage))
+        elif item.kind == self.request.offer.accepts and item.event is not None:
+            await self._accept(item.event)
+
+    async def _delta(self, content: str) -> None:
+        streamed = self.streamed
+        if not streamed.parts:
+            streamed.ttft_ms = _outputs.elapsed_ms(self.request.started, self.auditor.clock())
+            await self.auditor.emit(
+                "chat_message_stream_started",
+                _audit_details.stream_started(self.request.round_index),
+            )
+        streamed.parts.append(content)
+        await self.auditor.output.put(_outputs.message_delta(content))
+
+    async def _accept(self, event: ToolCallEvent) -> None:
+        streamed, request = self.streamed, self.request
+        if request.offer.unique_call_ids and (
+            event.id in request.seen_call_ids or any(e.id == event.id for e in streamed.events)
+        ):
+            streamed.duplicate_call_id = streamed.duplicate_call_id or event.id
+            return
+        streamed.events.append(event)
+        await self.auditor.emit(
+            "chat_event_detected",
+            _audit_details.event_detected(request.round_index, event, request.offer.accepts),
+        )
+        await self.auditor.output.put(_outputs.event(event))
+
+    async def finish(self) -> StreamedRound:
+        parts = self.streamed.parts
+        if parts:
+            await self.auditor.emit(
+                "chat_message_stream_finished",
+                _audit_details.stream_finished(self.request.round_index, parts),
+            )
+        return self.streamed
+
+
 async def stream_round(
     client: ChatClient, auditor: Auditor, request: ChatRoundRequest, requested_at: float
 ) -> StreamedRound:
     """Stream one chat call, putting deltas, usage and accepted events on the output."""
-    output = auditor.output
-    streamed = StreamedRound(call=ModelCall(model=request.params.model))
-    call = streamed.call
-    parts = streamed.parts
-    measure = request.measure_provider_ttft
-    stream = client.stream_chat(request.messages, request.tools, request.params)
-    async for item in stream:
-        if measure:
-            measure = False
-            call.ttft_ms = _outputs.elapsed_ms(requested_at, auditor.clock())
-        kind = item.kind
-        if kind == "message_delta":
-            if not parts:
-                streamed.ttft_ms = _outputs.elapsed_ms(request.started, auditor.clock())
-                await auditor.emit(
-                    "chat_message_stream_started",
-                    {"agent": "chat_agent", "round_index": request.round_index},
-                )
-            parts.append(item.content)
-            await output.put({"type": "message_delta", "content": item.content})
-        elif kind == "raw_chunk":
-            if item.raw_chunk is not None:
-                call.add_chunk(item.raw_chunk, item.raw_json)
-        elif kind == "usage":
-            if item.usage is not None:
-                call.usage = item.usage
-                await output.put(_outputs.usage(item.usage))
-        elif kind == request.accepted_kind and item.event is not None:
-            await _accept_event(auditor, request, streamed, item.event)
-    if parts:
-        await auditor.emit(
-            "chat_message_stream_finished",
-            {
-                "agent": "chat_agent",
-                "round_index": request.round_index,
-                "delta_count": len(parts),
-                "content_length": sum(len(part) for part in parts),
-            },
-        )
-    return streamed
-
-
-async def _accept_event(
-    auditor: Auditor, request: ChatRoundRequest, streamed: StreamedRound, event: ToolCallEvent
-) -> None:
-    if request.accepted_kind == "provider_tool_call" and (
-        event.id in request.seen_call_ids or any(e.id == event.id for e in streamed.events)
-    ):
-        streamed.duplicate_call_id = streamed.duplicate_call_id or event.id
-        return
-    streamed.events.append(event)
-    await auditor.emit(
-        "chat_event_detected",
-        {
-            "agent": "chat_agent",
-            "round_index": request.round_index,
-            "event": event.model_dump(),
-            "source": request.accepted_kind,
-        },
-    )
-    await auditor.output.put(_outputs.event(event))
+    handler = _RoundStream(auditor, request, requested_at)
+    async for item in client.stream_chat(request.messages, request.offer.tools, request.params):
+        await handler.take(item)
+    return await handler.finish()

@@ -122,8 +122,17 @@ def _model_metric(
     )
 
 
-def tool_metrics(batch: EventBatchResult, *, turn_index: int, round_index: int) -> list[CallMetric]:
-    """One ``tool_execution`` metric per logical result (coalesced duplicates left out)."""
+def tool_metrics(
+    batch: EventBatchResult,
+    *,
+    turn_index: int,
+    round_index: int,
+    mode: ToolInvocationMode | None = None,
+) -> list[CallMetric]:
+    """One ``tool_execution`` metric per logical result (coalesced duplicates left out).
+
+    ``mode`` defaults to the one the results' source implies.
+    """
     return [
         CallMetric(
             metric_key=f"tool:{turn_index}:{round_index}:{result.event_id}",
@@ -131,7 +140,7 @@ def tool_metrics(batch: EventBatchResult, *, turn_index: int, round_index: int) 
             round_index=round_index,
             call_kind="tool_execution",
             agent="tool",
-            mode=_mode_of(result.source),
+            mode=mode or _MODE_OF_SOURCE[result.source],
             event_id=result.event_id,
             event_name=result.event_name,
             tool_latency_ms=result.tool_latency_ms,
@@ -141,5 +150,7 @@ def tool_metrics(batch: EventBatchResult, *, turn_index: int, round_index: int) 
     ]
 
 
-def _mode_of(source: EventSource) -> ToolInvocationMode:
-    return "dual_agent" if source is EventSource.TEXT_EVENT else "chat_agent_tools"
+_MODE_OF_SOURCE: dict[EventSource, ToolInvocationMode] = {
+    EventSource.TEXT_EVENT: "dual_agent",
+    EventSource.PROVIDER_TOOL_CALL: "chat_agent_tools",
+}

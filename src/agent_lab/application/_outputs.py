@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_lab.domain.errors import AgentLabError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, TokenUsage
 
@@ -65,10 +66,14 @@ def done() -> Output:
     return {"type": "done"}
 
 
-def error(message: str, failure_reason: str | None = None) -> Output:
-    if failure_reason is None:
-        return {"type": "error", "message": message}
-    return {"type": "error", "message": message, "failure_reason": failure_reason}
+def error(failure: AgentLabError) -> Output:
+    """An ``error`` output: the message, and the reason and exit class the error carries."""
+    return {
+        "type": "error",
+        "message": str(failure),
+        "failure_reason": failure.failure_reason,
+        "exit_class": failure.exit_class,
+    }
 
 
 def audit(event_name: str, details: dict[str, Any]) -> Output:

@@ -3,6 +3,9 @@
 Writes run in a worker thread one at a time, in the order the session makes them.
 Audits are buffered and flushed with the next durable write (and at turn end), so the
 trail costs no extra round trip. Any store failure surfaces as ``PersistenceFailed``.
+
+A session without a store gets a ``NullRecorder``: the same calls, writing nothing, so
+the engine never asks whether a store is attached.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric, CallStatus, SessionStore
@@ -41,8 +44,103 @@ def request_snapshot(request: DebugRunRequest) -> dict[str, Any]:
     return request.model_dump(mode="json", exclude={"user_message", "session_id"})
 
 
+class Recorder(Protocol):
+    """The durable writes a turn makes (``SessionRecorder``, or ``NullRecorder``)."""
+
+    @property
+    def persistent(self) -> bool:
+        """True when writes reach a store (provider TTFT is then measured for it)."""
+        ...
+
+    def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None: ...
+
+    async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None: ...
+
+    async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None: ...
+
+    async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str: ...
+
+    async def record_result(
+        self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
+    ) -> None: ...
+
+    async def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None: ...
+
+    async def abandon_batch(self, batch_id: str) -> None: ...
+
+    async def finish_turn(
+        self,
+        turn_index: int,
+        metrics: list[CallMetric],
+        *,
+        status: str,
+        wall_time_ms: int,
+        round_count: int,
+    ) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class BatchIntent:
+    """What the journal records before any tool of a batch starts (DESIGN.md §9)."""
+
+    scope: str
+    mode: ToolInvocationMode
+    events: list[ToolCallEvent]
+    assistant: ChatMessage | None
+    """Direct mode: the assistant tool-call message, pending until the batch commits."""
+    visible: list[ChatMessage]
+    """Dual mode: the round's visible assistant text, pending until the batch commits."""
+
+
+class NullRecorder:
+    """A session without a store: every write succeeds and keeps nothing."""
+
+    persistent = False
+
+    def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
+        return None
+
+    async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
+        return None
+
+    async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
+        return None
+
+    async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str:
+        return batch.scope
+
+    async def record_result(
+        self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
+    ) -> None:
+        return None
+
+    async def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None:
+        return None
+
+    async def abandon_batch(self, batch_id: str) -> None:
+        return None
+
+    async def finish_turn(
+        self,
+        turn_index: int,
+        metrics: list[CallMetric],
+        *,
+        status: str,
+        wall_time_ms: int,
+        round_count: int,
+    ) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
 class SessionRecorder:
     """Writes one session's turns, transcript, journal, metrics and audits."""
+
+    persistent = True
 
     def __init__(
         self, store: SessionStore, session_id: str, *, claim_wait_seconds: float = 0.0
@@ -122,27 +220,17 @@ class SessionRecorder:
         if messages:
             await self._call(self.store.append_messages, self.session_id, turn_index, messages)
 
-    async def begin_batch(
-        self,
-        turn_index: int,
-        round_index: int,
-        *,
-        scope: str,
-        mode: ToolInvocationMode,
-        events: list[ToolCallEvent],
-        assistant: ChatMessage | None,
-        visible: list[ChatMessage],
-    ) -> str:
+    async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str:
         return await self._call(
             self.store.begin_batch,
             self.session_id,
             turn_index,
             round_index,
-            scope=scope,
-            mode=mode,
-            events=events,
-            assistant=assistant,
-            visible=visible,
+            scope=batch.scope,
+            mode=batch.mode,
+            events=batch.events,
+            assistant=batch.assistant,
+            visible=batch.visible,
         )
 
     async def record_result(

@@ -8,30 +8,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from typing import Any
 
-from agent_lab.application import _outputs
+from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
-from agent_lab.application._persistence import SessionRecorder
+from agent_lab.application._batches import EventAgentLink
+from agent_lab.application._modes import mode_for
+from agent_lab.application._persistence import NullRecorder, SessionRecorder
+from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
-from agent_lab.application._transcript import (
-    History,
-    fold_title,
-    persisted_call_ids,
-    restore_history,
-)
+from agent_lab.application._transcript import History, fold_title, persisted_call_ids
 from agent_lab.application._turn import EngineDeps, TurnEngine, as_user_message
 from agent_lab.application.contracts import DebugRunRequest
-from agent_lab.application.event_agent import EventAgent
+from agent_lab.application.event_agent import EventAgent, ReplyChannel
 from agent_lab.application.events import EventBatchExecutor
 from agent_lab.application.ports import ChatClient, Clock
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry
-from agent_lab.domain.errors import AgentLabError, PersistenceFailed, SessionBusy
+from agent_lab.domain.errors import AgentLabError, InternalError, PersistenceFailed, RunCancelled
 from agent_lab.domain.messages import ChatMessage
+
+logger = logging.getLogger("agent_lab.application.runtime")
 
 
 class SessionRunner:
@@ -61,11 +62,19 @@ class SessionRunner:
         self.executor = EventBatchExecutor(
             registry, clock=clock, max_parallel=request.event_agent.max_parallel_events
         )
+        self.replies = ReplyChannel(wire=queues.input)
         self._event_agent_task: asyncio.Task[None] | None = None
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
         self.engine: TurnEngine | None = None
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        except Exception as exc:  # a bug must end the session with an error, not a hang
+            logger.exception("session failed unexpectedly")
+            await self.queues.output.put(_outputs.error(InternalError(f"session failed: {exc}")))
+
+    async def _run(self) -> None:
         origin = self.clock()
         session = await self._open()
         if session is None:
@@ -77,7 +86,7 @@ class SessionRunner:
                 self.executor,
                 self.queues,
                 self.auditor,
-                ensure_event_agent=self._ensure_event_agent,
+                EventAgentLink(self.queues.events, self.replies, self._ensure_event_agent),
             ),
             session,
         )
@@ -95,8 +104,7 @@ class SessionRunner:
                 await self._serve_turns(turn)
         finally:
             await self._stop_event_agent()
-            if session.recorder is not None:
-                await finish_even_if_cancelled(session.recorder.close())
+            await finish_even_if_cancelled(session.recorder.close())
 
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress, if any; the session goes on."""
@@ -106,49 +114,60 @@ class SessionRunner:
         return True
 
     async def _open(self) -> SessionState | None:
-        request = self.request
+        """The session's state, or ``None`` after an ``error`` output (claim released)."""
         if self.store is None:
             return SessionState(
-                request=request,
+                request=self.request,
                 session_id=None,
                 scope_prefix=f"run-{uuid.uuid4().hex[:12]}",
                 history=History(),
                 seen_call_ids=set(),
                 next_turn_index=1,
-                recorder=None,
+                recorder=NullRecorder(),
                 one_shot=self.one_shot,
             )
-        session_id = request.session_id or uuid.uuid4().hex
+        session_id = self.request.session_id or uuid.uuid4().hex
         recorder = SessionRecorder(
             self.store, session_id, claim_wait_seconds=self.claim_wait_seconds
         )
-        title = fold_title(request.user_message) or "Untitled session"
         try:
-            stored = await recorder.open(request, title)
-        except (SessionBusy, PersistenceFailed, AgentLabError) as exc:
-            await recorder.close()
-            await self.queues.output.put(_outputs.error(str(exc), _open_failure_reason(exc)))
+            return await self._open_stored(recorder)
+        except AgentLabError as exc:
+            await recorder.close()  # releases the writer claim at once
+            await self.queues.output.put(_outputs.error(exc))
             return None
+
+    async def _open_stored(self, recorder: SessionRecorder) -> SessionState:
+        request, session_id = self.request, recorder.session_id
+        title = fold_title(request.user_message) or "Untitled session"
+        stored = await recorder.open(request, title)
+        restored = read_stored_history(stored.records, session_id)
+        for repair in restored.repairs:
+            logger.warning("session %s: stored message #%s %s", session_id, repair.seq, repair)
         self.auditor.session_id = session_id
         self.auditor.sink = recorder
         return SessionState(
             request=request,
             session_id=session_id,
             scope_prefix=session_id,
-            history=History(restore_history(stored.records, request.tool_invocation_mode)),
+            history=History(mode_for(request.tool_invocation_mode).restore(restored.messages)),
             seen_call_ids=persisted_call_ids(stored.records),
             next_turn_index=stored.next_turn_index,
             recorder=recorder,
             one_shot=self.one_shot,
+            repairs=restored.repairs,
         )
 
     def _started_details(self, session: SessionState) -> dict[str, Any]:
-        return {
-            "session_id": session.session_id,
-            "tool_invocation_mode": session.mode,
-            "restored_message_count": len(session.history),
-            "first_turn_index": self.auditor.turn_index or session.next_turn_index,
-        }
+        details = _audit_details.session_started(
+            session.session_id,
+            session.mode,
+            len(session.history),
+            self.auditor.turn_index or session.next_turn_index,
+        )
+        if session.repairs:
+            details["repaired_rows"] = [repair.audit_entry() for repair in session.repairs]
+        return details
 
     async def _run_one_shot(self, turn: TurnState) -> None:
         await self.queues.input.put(ChatMessage(role="user", content=self.request.user_message))
@@ -156,12 +175,12 @@ class SessionRunner:
         if user is None:
             return
         outcome = await self._run_turn(turn, user)
-        ended = await self.auditor.emit("session_finished", {"status": outcome.status})
+        ended = await self.auditor.emit(
+            "session_finished", _audit_details.session_finished(outcome.status)
+        )
         outcome = await self._close_turn(turn, outcome, ended)
-        if outcome.status in ("failed", "cancelled"):
-            await self.queues.output.put(
-                _outputs.error(outcome.error or "turn failed", outcome.failure_reason)
-            )
+        if outcome.failure is not None:
+            await self.queues.output.put(_outputs.error(outcome.failure))
         else:
             await self.queues.output.put(_outputs.done())
 
@@ -181,23 +200,19 @@ class SessionRunner:
             outcome = await self._run_turn(turn, user)
             ended = await self.auditor.emit(
                 "turn_completed",
-                {
-                    "turn_index": turn.index,
-                    "round_count": turn.round_index,
-                    "status": outcome.status,
-                },
+                _audit_details.turn_completed(turn.index, turn.round_index, outcome.status),
             )
             outcome = await self._close_turn(turn, outcome, ended)
             await self._announce(turn, outcome)
             turn = None
             if outcome.status == "terminated":
                 break
-        await self.auditor.emit("session_finished", {})
+        await self.auditor.emit("session_finished", _audit_details.session_finished())
         await self.queues.output.put(_outputs.done())
 
     async def _announce(self, turn: TurnState, outcome: TurnOutcome) -> None:
-        if outcome.status in ("failed", "cancelled"):
-            message = _outputs.error(outcome.error or "turn failed", outcome.failure_reason)
+        if outcome.failure is not None:
+            message = _outputs.error(outcome.failure)
         else:
             message = _outputs.turn_completed(turn.index, turn.round_index)
         await self.queues.output.put(message)
@@ -206,21 +221,22 @@ class SessionRunner:
         assert self.engine is not None
         self._turn_task = asyncio.create_task(self.engine.run_turn(turn, user))
         try:
-            return await self._turn_task
+            outcome = await self._turn_task
+            if outcome.status == "failed":
+                await self._stop_event_agent()  # a batch it may still run died with the turn
+            return outcome
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise
             await self._stop_event_agent()  # its batch died with the turn
-            return TurnOutcome("cancelled", "turn cancelled", "cancelled")
+            return TurnOutcome("cancelled", RunCancelled())
         finally:
             self._turn_task = None
 
     async def _close_turn(self, turn: TurnState, outcome: TurnOutcome, ended: float) -> TurnOutcome:
         assert self.engine is not None
         recorder = self.engine.session.recorder
-        if recorder is None:
-            return outcome
         try:
             await recorder.finish_turn(
                 turn.index,
@@ -230,15 +246,15 @@ class SessionRunner:
                 round_count=turn.round_index,
             )
         except PersistenceFailed as exc:
-            if outcome.status in ("completed", "terminated"):
-                return TurnOutcome("failed", str(exc), exc.failure_reason)
+            if outcome.failure is None:
+                return TurnOutcome("failed", exc)
         return outcome
 
     async def _next_user_message(self) -> ChatMessage | None:
-        assert self.engine is not None
-        buffered = self.engine.session.buffered
+        """The next user turn from ``queues.input`` (the event agent's ``tool`` replies,
+        recorded there too, are skipped)."""
         while True:
-            item = buffered.popleft() if buffered else await self.queues.input.get()
+            item = await self.queues.input.get()
             if item is None:
                 return None
             message = as_user_message(item)
@@ -255,7 +271,7 @@ class SessionRunner:
             self.executor,
             clock=self.clock,
             events=self.queues.events,
-            replies=self.queues.input,
+            replies=self.replies,
         )
         self._event_agent_task = asyncio.create_task(agent.serve())
 
@@ -267,11 +283,4 @@ class SessionRunner:
                 await task
         while not self.queues.events.empty():  # a request its turn no longer waits for
             self.queues.events.get_nowait()
-
-
-def _open_failure_reason(exc: Exception) -> str:
-    if isinstance(exc, PersistenceFailed):
-        return exc.failure_reason
-    if isinstance(exc, SessionBusy):
-        return "session_busy"
-    return "session_open_failed"
+        self.replies.clear()

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from agent_lab.application._persistence import SessionRecorder
+from agent_lab.application._persistence import Recorder
+from agent_lab.application._restore import RowRepair
 from agent_lab.application._transcript import History, RequestPrefix
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric
+from agent_lab.domain.errors import AgentLabError
 
 TurnStatus = Literal["completed", "terminated", "failed", "cancelled"]
-RoundStep = Literal["continue", "finish", "terminate"]
 
 
 @dataclass
@@ -25,13 +25,14 @@ class SessionState:
     """Everything after the pre-messages that the chat agent will see again."""
     seen_call_ids: set[str]
     next_turn_index: int
-    recorder: SessionRecorder | None
+    recorder: Recorder
+    """A ``SessionRecorder``, or a ``NullRecorder`` when no store is attached."""
     one_shot: bool
     prefix: RequestPrefix = field(init=False)
     """System prompts and pre-messages, the same for every chat call."""
-    buffered: deque[Any] = field(default_factory=deque)
-    """Input that arrived while tools ran, handled after the batch."""
     terminated: bool = False
+    repairs: list[RowRepair] = field(default_factory=list)
+    """Stored rows the restore had to repair (audited in ``session_started``)."""
 
     def __post_init__(self) -> None:
         self.prefix = RequestPrefix(self.request)
@@ -55,5 +56,5 @@ class TurnState:
 @dataclass(frozen=True)
 class TurnOutcome:
     status: TurnStatus
-    error: str | None = None
-    failure_reason: str | None = None
+    failure: AgentLabError | None = None
+    """Why a ``failed`` or ``cancelled`` turn ended; it names its own reason."""

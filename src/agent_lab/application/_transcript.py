@@ -1,4 +1,5 @@
-"""What each agent sees: chat request messages, event-agent history, and restore rules."""
+"""What each agent sees: chat request messages, event-agent history, and restore rules
+(the modes in ``_modes`` pick theirs)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
+from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
@@ -95,7 +96,7 @@ def event_agent_history(
 
 
 def results_message(replies: Sequence[ChatMessage]) -> ChatMessage:
-    """The single user message that hands ``dual_agent`` results back to the chat agent."""
+    """The single user message that hands the event agent's results to the chat agent."""
     lines = "\n".join(reply.content for reply in replies)
     return ChatMessage(role="user", content=RESULTS_HEADER + lines, name=EVENT_AGENT_NAME)
 
@@ -110,17 +111,8 @@ def message_from_record(record: dict[str, Any]) -> ChatMessage:
     )
 
 
-def restore_history(
-    records: Iterable[dict[str, Any]], mode: ToolInvocationMode
-) -> list[ChatMessage]:
-    """The persisted history as the provider may see it (DESIGN.md §8)."""
-    messages = [message_from_record(record) for record in records]
-    if mode == "dual_agent":
-        return _visible_only(messages)
-    return repair_tool_transcript(messages)
-
-
-def _visible_only(messages: Iterable[ChatMessage]) -> list[ChatMessage]:
+def visible_history(messages: Iterable[ChatMessage]) -> list[ChatMessage]:
+    """User and assistant messages with visible text, without the tool protocol."""
     return [
         ChatMessage(role=message.role, content=message.content)
         for message in messages
@@ -162,16 +154,8 @@ def _repair_batch(
     assistant: ChatMessage, replies: list[ChatMessage], seen_ids: set[str]
 ) -> list[ChatMessage]:
     call_ids = [call.id for call in assistant.tool_calls]
-    by_id: dict[str, ChatMessage] = {}
-    for reply in replies:
-        if reply.tool_call_id in call_ids and reply.tool_call_id not in by_id:
-            by_id[reply.tool_call_id] = reply
-    complete = (
-        len(set(call_ids)) == len(call_ids)
-        and not seen_ids.intersection(call_ids)
-        and all(call_id in by_id for call_id in call_ids)
-    )
-    if complete:
+    by_id = _first_reply_per_call(call_ids, replies)
+    if _batch_is_complete(call_ids, by_id, seen_ids):
         seen_ids.update(call_ids)
         return [assistant, *(by_id[call_id] for call_id in call_ids)]
     if assistant.content.strip():
@@ -179,12 +163,35 @@ def _repair_batch(
     return []
 
 
+def _first_reply_per_call(
+    call_ids: list[str], replies: list[ChatMessage]
+) -> dict[str, ChatMessage]:
+    by_id: dict[str, ChatMessage] = {}
+    for reply in replies:
+        if reply.tool_call_id in call_ids and reply.tool_call_id not in by_id:
+            by_id[reply.tool_call_id] = reply
+    return by_id
+
+
+def _batch_is_complete(
+    call_ids: list[str], by_id: dict[str, ChatMessage], seen_ids: set[str]
+) -> bool:
+    """Every call answered, no id twice in the batch or used by an earlier batch."""
+    return (
+        len(set(call_ids)) == len(call_ids)
+        and not seen_ids.intersection(call_ids)
+        and all(call_id in by_id for call_id in call_ids)
+    )
+
+
 def persisted_call_ids(records: Iterable[dict[str, Any]]) -> set[str]:
     """Every provider call id the session has used, for duplicate detection."""
     ids: set[str] = set()
     for record in records:
-        for call in record.get("tool_calls") or []:
-            ids.add(str(call["id"]))
+        calls = record.get("tool_calls") or []
+        for call in calls if isinstance(calls, list) else []:
+            if isinstance(call, dict) and call.get("id"):
+                ids.add(str(call["id"]))
     return ids
 
 

@@ -1,43 +1,62 @@
 """The turn engine: chat rounds, tool batches and result policies (DESIGN.md §5–6).
 
-One engine serves ``run()`` and ``start_session()``. A turn is a loop of rounds::
+One engine serves ``run()`` and ``start_session()``. A turn is a loop of rounds; each
+round goes through the protocol's phases, in order::
 
-    round = open the round, stream the chat call, then either keep the answer or run
-            the round's batch (dual: through the event agent; direct: here), decide the
-            policy, commit, and say what the policy says
-    repeat while the policy asks the model to follow up
+    build request → stream → detect events → run batch → decide → persist → stats
+
+and ends with a ``NextStep``: ``RunAgain`` (with its reason), ``Finish`` or
+``Terminate``. What differs between the two tool modes is asked of the session's
+``ToolMode``; what is written goes through the session's recorder (a null one without
+a store).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, assert_never
 
-from agent_lab.application import _outputs, _policies
+from agent_lab.application import _audit_details, _outputs, _policies
 from agent_lab.application._audit import Auditor
-from agent_lab.application._batches import BatchRun, run_direct_batch, run_dual_batch
+from agent_lab.application._batches import BatchRun, EventAgentLink, RoundContext
 from agent_lab.application._chat_round import ChatRoundRequest, StreamedRound, stream_round
 from agent_lab.application._metrics import argument_metric, chat_metric, tool_metrics
-from agent_lab.application._session_state import (
-    RoundStep,
-    SessionState,
-    TurnOutcome,
-    TurnState,
-)
+from agent_lab.application._modes import ToolMode, mode_for
+from agent_lab.application._policies import Finish, NextStep, PolicyDecision, RunAgain, Terminate
+from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application._transcript import chat_request_messages
+from agent_lab.application.contracts import MAX_EVENT_LOOPS
 from agent_lab.application.events import EventBatchExecutor
 from agent_lab.application.ports import ChatClient
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.tools import ToolRegistry
-from agent_lab.domain import errors
-from agent_lab.domain.errors import AgentLabError, ModelBehaviorError, PersistenceFailed
-from agent_lab.domain.messages import ChatMessage, StreamItemKind
+from agent_lab.domain.errors import (
+    AgentLabError,
+    InternalError,
+    ModelBehaviorError,
+    TurnLimitExceeded,
+)
+from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.messages import ChatMessage
 
 logger = logging.getLogger("agent_lab.application.runtime")
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    """Hard caps per turn, whatever the request asks for (docs/runtime.md)."""
+
+    max_rounds: int = MAX_EVENT_LOOPS + 1
+    """The event budget allows at most ``max_event_loops + 1`` rounds; this is the
+    backstop."""
+    max_seconds: float = 600.0
+    """Wall time from the turn's start to its last round."""
+
+
+DEFAULT_TURN_LIMITS = TurnLimits()
 
 
 @dataclass
@@ -47,7 +66,8 @@ class EngineDeps:
     executor: EventBatchExecutor
     queues: RuntimeQueues
     auditor: Auditor
-    ensure_event_agent: Callable[[], None]
+    event_agent: EventAgentLink
+    limits: TurnLimits = field(default_factory=lambda: DEFAULT_TURN_LIMITS)
 
 
 class TurnEngine:
@@ -58,6 +78,7 @@ class TurnEngine:
         self.session = session
         self.auditor = deps.auditor
         self.clock = deps.auditor.clock
+        self.mode: ToolMode = mode_for(session.mode)
 
     def begin(self, origin: float) -> TurnState:
         """Start the next turn's timeline at ``origin``."""
@@ -72,67 +93,230 @@ class TurnEngine:
 
     async def run_turn(self, turn: TurnState, user: ChatMessage) -> TurnOutcome:
         """Run every round of one turn; failures come back as the outcome."""
+        limit = self.deps.limits.max_seconds
+        try:
+            async with asyncio.timeout(limit):
+                return await self._run_rounds(turn, user)
+        except TimeoutError:
+            await self._abandon_open_batch(turn)
+            return TurnOutcome("failed", TurnLimitExceeded("wall_time", f"{limit:g} s limit"))
+
+    async def _run_rounds(self, turn: TurnState, user: ChatMessage) -> TurnOutcome:
         try:
             await self._open_turn(turn, user)
-            step: RoundStep = "continue"
-            while step == "continue":
+            while True:
+                self._check_round_cap(turn)
                 step = await self._run_round(turn)
-        except PersistenceFailed as exc:
-            await self._abandon_open_batch(turn)
-            return TurnOutcome("failed", str(exc), exc.failure_reason)
+                match step:
+                    case RunAgain():
+                        continue
+                    case Finish():
+                        return TurnOutcome("completed")
+                    case Terminate():
+                        self.session.terminated = True
+                        return TurnOutcome("terminated")
+                    case _:
+                        assert_never(step)
         except AgentLabError as exc:
             await self._abandon_open_batch(turn)
-            return TurnOutcome("failed", str(exc), _failure_reason(exc))
+            return TurnOutcome("failed", exc)
         except asyncio.CancelledError:
             await self._abandon_open_batch(turn)
             raise
         except Exception as exc:  # a bug in a client or tool must not kill the session
-            logger.warning("turn %s failed unexpectedly: %r", turn.index, exc)
+            logger.exception("turn %s failed unexpectedly", turn.index)
             await self._abandon_open_batch(turn)
-            return TurnOutcome("failed", f"turn failed: {exc}", "internal_error")
-        return TurnOutcome("terminated" if self.session.terminated else "completed")
+            return TurnOutcome("failed", InternalError(f"turn failed: {exc}"))
+
+    def _check_round_cap(self, turn: TurnState) -> None:
+        cap = self.deps.limits.max_rounds
+        if turn.round_index >= cap:
+            raise TurnLimitExceeded("rounds", f"limit of {cap} rounds")
 
     async def _open_turn(self, turn: TurnState, user: ChatMessage) -> None:
         if not self.session.one_shot:
-            await self.auditor.emit("turn_started", {"turn_index": turn.index})
+            await self.auditor.emit("turn_started", _audit_details.turn_started(turn.index))
             await self.deps.queues.output.put(_outputs.turn_started(turn.index))
-        if self.session.recorder is not None:
-            await self.session.recorder.start_turn(turn.index, user)
+        # Once turn_started is out, the turn must be on record even if it is cancelled
+        # right away: the write finishes, and the cancellation then closes the turn.
+        await finish_even_if_cancelled(self.session.recorder.start_turn(turn.index, user))
         self.session.history.append(user)
 
     async def _abandon_open_batch(self, turn: TurnState) -> None:
         batch_id, turn.open_batch = turn.open_batch, None
-        if batch_id is not None and self.session.recorder is not None:
+        if batch_id is not None:
             await finish_even_if_cancelled(self.session.recorder.abandon_batch(batch_id))
 
-    async def _run_round(self, turn: TurnState) -> RoundStep:
+    async def _run_round(self, turn: TurnState) -> NextStep:
         turn.round_index += 1
         started = self.clock()
-        offered = self._offered_events(turn)
-        await self.auditor.emit("chat_round_started", self._round_details(turn, offered))
-        request = self._chat_request(turn, offered, started)
-        requested_at = await self.auditor.emit(
-            "chat_agent_request", self._request_details(turn, request)
-        )
-        streamed = await stream_round(self.deps.client, self.auditor, request, requested_at)
-        answered_at = await self.auditor.emit(
-            "chat_agent_response", self._response_details(turn, streamed)
-        )
-        streamed.call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)
-        if streamed.duplicate_call_id is not None:
-            raise ModelBehaviorError(
-                f"duplicate provider tool-call ID: {streamed.duplicate_call_id}"
-            )
-        if streamed.events:
-            turn.budget -= 1
-            step = await self._run_batch(turn, streamed)
+        request = await self._build_request(turn, started)
+        streamed = await self._stream(turn, request)
+        events = _detected_events(streamed)
+        if not events:
+            await self._persist_answer(turn, streamed)
+            step: NextStep = Finish()
         else:
-            await self._keep_answer(turn, streamed)
-            step = "finish"
-        await self._finish_round(turn, streamed, started)
+            turn.budget -= 1
+            ctx = self._round_context(turn)
+            batch = await self.mode.run_batch(ctx, streamed)
+            decision = await self._decide(ctx, batch, streamed)
+            user_spoke = await self._persist_batch(ctx, batch, decision)
+            step = _policies.next_step(decision, user_spoke=user_spoke)
+        await self._stats(turn, streamed, started)
         return step
 
-    async def _finish_round(self, turn: TurnState, streamed: StreamedRound, started: float) -> None:
+    async def _build_request(self, turn: TurnState, started: float) -> ChatRoundRequest:
+        """The round's request, audited as ``chat_round_started`` and ``chat_agent_request``."""
+        session = self.session
+        configured = list(session.request.event_agent.enabled_tools)
+        offer = self.mode.offer(self.deps.registry, configured if turn.budget > 0 else [])
+        await self.auditor.emit(
+            "chat_round_started",
+            _audit_details.chat_round_started(
+                turn.index,
+                turn.round_index,
+                session.mode,
+                offered=offer.events,
+                configured=configured,
+                prompt_events=offer.prompt_events,
+                budget=turn.budget,
+            ),
+        )
+        sent = chat_request_messages(session.prefix, session.history, offer.catalog)
+        return ChatRoundRequest(
+            round_index=turn.round_index,
+            messages=sent.messages,
+            message_dumps=sent.dumps,
+            offer=offer,
+            params=session.request.chat_agent,
+            seen_call_ids=session.seen_call_ids,
+            started=started,
+            measure_provider_ttft=session.recorder.persistent,
+        )
+
+    async def _stream(self, turn: TurnState, request: ChatRoundRequest) -> StreamedRound:
+        """Stream the chat call between its request and response audits."""
+        mode = self.session.mode
+        requested_at = await self.auditor.emit(
+            "chat_agent_request",
+            _audit_details.chat_agent_request(
+                turn.index,
+                turn.round_index,
+                mode,
+                params=request.params,
+                tools=request.offer.tools,
+                messages=request.message_dumps,
+            ),
+        )
+        streamed = await stream_round(self.deps.client, self.auditor, request, requested_at)
+        call = streamed.call
+        answered_at = await self.auditor.emit(
+            "chat_agent_response",
+            _audit_details.chat_agent_response(
+                turn.index,
+                turn.round_index,
+                mode,
+                content=streamed.content,
+                events=streamed.events,
+                raw_chunks=call.raw_chunks,
+                chunk_offsets_ms=call.chunk_offsets_ms,
+                usage=call.usage,
+                visible_ttft_ms=streamed.ttft_ms,
+                provider_ttft_ms=call.ttft_ms,
+            ),
+        )
+        call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)
+        return streamed
+
+    def _round_context(self, turn: TurnState) -> RoundContext:
+        return RoundContext(
+            session=self.session,
+            turn=turn,
+            scope=f"{self.session.scope_prefix}:turn-{turn.index}:round-{turn.round_index}",
+            auditor=self.auditor,
+            executor=self.deps.executor,
+            event_agent=self.deps.event_agent,
+        )
+
+    async def _persist_answer(self, turn: TurnState, streamed: StreamedRound) -> None:
+        content = streamed.content
+        if not content.strip():
+            return
+        answer = ChatMessage(role="assistant", content=content)
+        self.session.history.append(answer)
+        await self.session.recorder.append_messages(turn.index, [answer])
+
+    async def _decide(
+        self, ctx: RoundContext, batch: BatchRun, streamed: StreamedRound
+    ) -> PolicyDecision:
+        """Audit the batch's results and the policy's decision about them."""
+        round_index = ctx.turn.round_index
+        await self.auditor.emit(
+            "event_batch_results",
+            _audit_details.event_batch_results(ctx.scope, round_index, batch.result),
+        )
+        decision = _policies.decide(
+            batch.result, chat_spoke=bool(streamed.content.strip()), registry=self.deps.registry
+        )
+        await self.auditor.emit(
+            "event_policy_decision",
+            _audit_details.event_policy_decision(ctx.scope, round_index, decision.audit_details()),
+        )
+        if decision.terminate:
+            await self.auditor.emit(
+                "terminal_completed",
+                _audit_details.terminal_completed(ctx.scope, decision.terminal_event_ids),
+            )
+        return decision
+
+    async def _persist_batch(
+        self, ctx: RoundContext, batch: BatchRun, decision: PolicyDecision
+    ) -> bool:
+        """Commit the batch with what follows it; True when the user spoke meanwhile."""
+        turn, spoken = ctx.turn, decision.spoken
+        closing = [ChatMessage(role="assistant", content=" ".join(spoken))] if spoken else []
+        follow_ups = await self._take_user_input() if self.session.one_shot else []
+        if turn.open_batch is not None:
+            await self.session.recorder.commit_batch(
+                turn.open_batch, [*batch.persisted, *closing, *follow_ups]
+            )
+        turn.open_batch = None
+        self.session.history.extend([*batch.transcript, *closing, *follow_ups])
+        for text in spoken:
+            await self.deps.queues.output.put(_outputs.message_delta(text))
+        self.deps.executor.release_scope(ctx.scope)
+        self._note_batch_metrics(turn, batch)
+        return bool(follow_ups)
+
+    async def _take_user_input(self) -> list[ChatMessage]:
+        """One-shot runs: user input that arrived while the tools ran follows the batch."""
+        taken: list[ChatMessage] = []
+        queue = self.deps.queues.input
+        while not queue.empty():
+            message = as_user_message(await queue.get())
+            if message is not None:
+                taken.append(message)
+        return taken
+
+    def _note_batch_metrics(self, turn: TurnState, batch: BatchRun) -> None:
+        turn.metrics += tool_metrics(
+            batch.result, turn_index=turn.index, round_index=turn.round_index, mode=self.mode.name
+        )
+        turn.metrics += [
+            argument_metric(
+                call.call,
+                fallback=call.fallback,
+                event_id=call.event_id,
+                event_name=call.event_name,
+                turn_index=turn.index,
+                round_index=turn.round_index,
+                mode=self.mode.name,
+            )
+            for call in batch.argument_calls
+        ]
+
+    async def _stats(self, turn: TurnState, streamed: StreamedRound, started: float) -> None:
         ended = self.clock()
         await self.deps.queues.output.put(
             _outputs.round_stats(
@@ -145,186 +329,23 @@ class TurnEngine:
         )
         await self.auditor.emit(
             "chat_round_finished",
-            {"round_index": turn.round_index, "turn_index": turn.index},
+            _audit_details.chat_round_finished(turn.index, turn.round_index),
         )
-        if self.session.recorder is not None:
-            turn.metrics.append(
-                chat_metric(
-                    streamed.call,
-                    turn_index=turn.index,
-                    round_index=turn.round_index,
-                    mode=self.session.mode,
-                )
-            )
-
-    async def _keep_answer(self, turn: TurnState, streamed: StreamedRound) -> None:
-        content = streamed.content
-        if not content.strip():
-            return
-        answer = ChatMessage(role="assistant", content=content)
-        self.session.history.append(answer)
-        if self.session.recorder is not None:
-            await self.session.recorder.append_messages(turn.index, [answer])
-
-    async def _run_batch(self, turn: TurnState, streamed: StreamedRound) -> RoundStep:
-        scope = f"{self.session.scope_prefix}:turn-{turn.index}:round-{turn.round_index}"
-        runner = run_dual_batch if self.session.mode == "dual_agent" else run_direct_batch
-        batch = await runner(self, turn, streamed, scope)
-        result = batch.result
-        await self.auditor.emit(
-            "event_batch_results",
-            {
-                "scope": scope,
-                "round_index": turn.round_index,
-                "results": [entry.audit_entry() for entry in result.logical_results],
-            },
-        )
-        decision = _policies.decide(
-            result, chat_spoke=bool(streamed.content.strip()), registry=self.deps.registry
-        )
-        await self.auditor.emit(
-            "event_policy_decision",
-            {"scope": scope, "round_index": turn.round_index, **decision.audit_details()},
-        )
-        if decision.terminate:
-            self.session.terminated = True
-            await self.auditor.emit(
-                "terminal_completed",
-                {"scope": scope, "event_ids": list(decision.terminal_event_ids)},
-            )
-        await self._commit_batch(turn, batch, decision)
-        self.deps.executor.release_scope(scope)
-        self._note_batch_metrics(turn, batch)
-        return self._next_step(decision)
-
-    async def _commit_batch(
-        self, turn: TurnState, batch: BatchRun, decision: _policies.PolicyDecision
-    ) -> None:
-        spoken = [*decision.confirmations]
-        if decision.farewell:
-            spoken.append(decision.farewell)
-        closing = [ChatMessage(role="assistant", content=" ".join(spoken))] if spoken else []
-        follow_ups = self._take_buffered_user_input() if self.session.one_shot else []
-        if self.session.recorder is not None and turn.open_batch is not None:
-            await self.session.recorder.commit_batch(
-                turn.open_batch, [*batch.persisted, *closing, *follow_ups]
-            )
-        turn.open_batch = None
-        self.session.history.extend([*batch.transcript, *closing, *follow_ups])
-        for text in spoken:
-            await self.deps.queues.output.put(_outputs.message_delta(text))
-
-    def _take_buffered_user_input(self) -> list[ChatMessage]:
-        taken: list[ChatMessage] = []
-        queue = self.deps.queues.input
-        while not queue.empty():
-            self.session.buffered.append(queue.get_nowait())
-        while self.session.buffered:
-            item = self.session.buffered.popleft()
-            message = as_user_message(item)
-            if message is not None:
-                taken.append(message)
-        return taken
-
-    def _next_step(self, decision: _policies.PolicyDecision) -> RoundStep:
-        if decision.terminate:
-            return "terminate"
-        if decision.llm_follow_up:
-            return "continue"
-        last = self.session.history[-1] if len(self.session.history) else None
-        if self.session.one_shot and last is not None and last.role == "user":
-            return "continue"  # the user spoke while the tools ran
-        return "finish"
-
-    def _note_batch_metrics(self, turn: TurnState, batch: BatchRun) -> None:
-        if self.session.recorder is None:
-            return
-        turn.metrics += tool_metrics(
-            batch.result, turn_index=turn.index, round_index=turn.round_index
-        )
-        turn.metrics += [
-            argument_metric(
-                call.call,
-                fallback=call.fallback,
-                event_id=call.event_id,
-                event_name=call.event_name,
+        turn.metrics.append(
+            chat_metric(
+                streamed.call,
                 turn_index=turn.index,
                 round_index=turn.round_index,
-                mode=self.session.mode,
+                mode=self.mode.name,
             )
-            for call in batch.argument_calls
-        ]
-
-    def _offered_events(self, turn: TurnState) -> list[str]:
-        if turn.budget <= 0:
-            return []
-        return list(self.session.request.event_agent.enabled_tools)
-
-    def _chat_request(
-        self, turn: TurnState, offered: list[str], started: float
-    ) -> ChatRoundRequest:
-        request = self.session.request
-        dual = self.session.mode == "dual_agent"
-        catalog = (
-            self.deps.registry.chat_event_system_message(offered) if dual and offered else None
-        )
-        accepted: StreamItemKind | None = None
-        if offered:
-            accepted = "text_event" if dual else "provider_tool_call"
-        sent = chat_request_messages(self.session.prefix, self.session.history, catalog)
-        return ChatRoundRequest(
-            round_index=turn.round_index,
-            messages=sent.messages,
-            message_dumps=sent.dumps,
-            tools=[] if dual else self.deps.registry.provider_tool_schemas(offered),
-            params=request.chat_agent,
-            accepted_kind=accepted,
-            seen_call_ids=self.session.seen_call_ids,
-            started=started,
-            measure_provider_ttft=self.session.recorder is not None,
         )
 
-    def _round_details(self, turn: TurnState, offered: list[str]) -> dict[str, Any]:
-        dual = self.session.mode == "dual_agent"
-        return {
-            "turn_index": turn.index,
-            "round_index": turn.round_index,
-            "tool_invocation_mode": self.session.mode,
-            "events_enabled": offered,
-            "configured_events": list(self.session.request.event_agent.enabled_tools),
-            "event_generation_enabled": bool(offered),
-            "event_prompt_events": offered if dual else [],
-            "event_budget_remaining": max(turn.budget, 0),
-        }
 
-    def _request_details(self, turn: TurnState, request: ChatRoundRequest) -> dict[str, Any]:
-        return {
-            "agent": "chat_agent",
-            "turn_index": turn.index,
-            "round_index": turn.round_index,
-            "tool_invocation_mode": self.session.mode,
-            "params": request.params.model_dump(mode="json"),
-            "tools": request.tools,
-            "messages": request.message_dumps,
-        }
-
-    def _response_details(self, turn: TurnState, streamed: StreamedRound) -> dict[str, Any]:
-        usage = streamed.call.usage
-        return {
-            "agent": "chat_agent",
-            "turn_index": turn.index,
-            "round_index": turn.round_index,
-            "tool_invocation_mode": self.session.mode,
-            "content": streamed.content,
-            "event_names": [event.name for event in streamed.events],
-            "event_ids": [event.id for event in streamed.events],
-            "raw_chunks": streamed.call.raw_chunks,
-            "raw_chunk_offsets_ms": streamed.call.chunk_offsets_ms,
-            "usage": usage.model_dump() if usage is not None else None,
-            "usage_reported": usage is not None,
-            "visible_ttft_ms": streamed.ttft_ms,
-            "provider_ttft_ms": streamed.call.ttft_ms,
-        }
+def _detected_events(streamed: StreamedRound) -> list[ToolCallEvent]:
+    """The round's accepted events; a reused provider call id ends the turn."""
+    if streamed.duplicate_call_id is not None:
+        raise ModelBehaviorError(f"duplicate provider tool-call ID: {streamed.duplicate_call_id}")
+    return streamed.events
 
 
 def as_user_message(item: Any) -> ChatMessage | None:
@@ -334,19 +355,3 @@ def as_user_message(item: Any) -> ChatMessage | None:
     if isinstance(item, ChatMessage) and item.role == "user" and item.name != "event_agent":
         return item
     return None
-
-
-def _failure_reason(exc: AgentLabError) -> str:
-    if isinstance(exc, errors.ProviderHTTPError):
-        return f"provider_error:http_{exc.status}"
-    if isinstance(exc, errors.ProviderConnectionError):
-        return "provider_error:unreachable"
-    if isinstance(exc, errors.ProviderTimeout):
-        return "provider_error:timeout"
-    if isinstance(exc, errors.ProviderError):
-        return "provider_error:protocol"
-    if isinstance(exc, errors.ModelBehaviorError):
-        return "protocol_error"
-    if isinstance(exc, errors.StoreError):
-        return "session_persistence_failed:unknown"
-    return "run_error"

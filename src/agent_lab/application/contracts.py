@@ -10,6 +10,9 @@ from agent_lab.domain.messages import ChatMessage
 
 ToolInvocationMode = Literal["dual_agent", "chat_agent_tools"]
 
+MAX_EVENT_LOOPS = 32
+"""The largest ``max_event_loops`` a request may ask for."""
+
 DEFAULT_EVENT_AGENT_PROMPT = (
     "You fill in the arguments of exactly one tool call for the conversation so far. "
     "Use only facts stated in the conversation."
@@ -43,8 +46,9 @@ class EventAgentParams(BaseModel):
     max_tokens: int | None = Field(default=256, gt=0)
     enabled_tools: list[str] = Field(default_factory=list)
     """Registry names of the tools the agents may use, in the order they are offered."""
-    max_event_loops: int = Field(default=3, ge=0)
-    """Rounds per user turn that may run tools; the budget resets every turn."""
+    max_event_loops: int = Field(default=3, ge=0, le=MAX_EVENT_LOOPS)
+    """Rounds per user turn that may run tools; the budget resets every turn (at most
+    ``MAX_EVENT_LOOPS``)."""
     max_parallel_events: int = Field(default=8, ge=1)
     """How many tools of one batch run at the same time."""
     system_prompt: str = DEFAULT_EVENT_AGENT_PROMPT

@@ -1,23 +1,39 @@
 """The event agent: resolves arguments, runs a round's events, and answers the chat agent.
 
-It consumes ``EventAgentRequest``s from ``queues.events`` and answers through
-``queues.input``: one ``tool`` message per event id (in the order results land); then,
-when the chat agent should hear about them, one ``user`` message named ``event_agent``;
-last, an ``EventBatchDone`` marker carrying the batch outcome.
+It consumes ``EventAgentRequest``s from ``queues.events`` and answers on its own typed
+channel, a ``ReplyChannel``: one ``ToolReply`` per event id (in the order results land),
+each waiting until the runtime has made it durable; last, an ``EventBatchDone`` carrying
+the batch outcome (with the ``event_agent`` results message when the chat agent should
+hear about the results). Each ``tool`` reply is also put on ``queues.input``, the
+public record of the handshake (``RuntimeQueues``); the runtime never reads replies
+from there.
+
 Arguments come from the tool's resolver (or are empty for a tool without one) when they
 satisfy the schema; otherwise one forced ``tool_choice`` model call per event fills
-them in.
+them in. A resolver that raises, or an argument call that fails, is reported with its
+cause in ``event_agent_response.argument_failures``; a failed argument call fails its
+event with that cause instead of running the tool without arguments.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from agent_lab.application import _policies
+from agent_lab.application import _audit_details, _policies
+from agent_lab.application._event_replies import (
+    ArgumentCall,
+    ArgumentFailure,
+    EventAgentOutcome,
+    EventAgentReply,
+    EventBatchDone,
+    ReplyChannel,
+    ToolReply,
+)
 from agent_lab.application._metrics import ModelCall
 from agent_lab.application._outputs import elapsed_ms
 from agent_lab.application._transcript import results_message
@@ -36,40 +52,24 @@ from agent_lab.domain.errors import AgentLabError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
+__all__ = [
+    "ArgumentCall",
+    "ArgumentFailure",
+    "EventAgent",
+    "EventAgentOutcome",
+    "EventAgentReply",
+    "EventAgentRequest",
+    "EventBatchDone",
+    "ReplyChannel",
+    "ToolReply",
+]
+
 AuditFn = Callable[[str, dict[str, Any]], Awaitable[float]]
 
 
 @dataclass(frozen=True)
-class ArgumentCall:
-    """A forced-tool-choice call made for one event."""
-
-    event_id: str
-    event_name: str
-    fallback: bool
-    """True when a resolver existed but its arguments did not fit the schema."""
-    call: ModelCall
-
-
-@dataclass(frozen=True)
-class EventAgentOutcome:
-    batch: EventBatchResult
-    argument_calls: tuple[ArgumentCall, ...] = ()
-    results_message: ChatMessage | None = None
-    """The ``event_agent`` message put on ``queues.input``, if the chat agent needs one."""
-    failure: BaseException | None = None
-
-
-@dataclass(frozen=True)
-class EventBatchDone:
-    """Put on ``queues.input`` after the last reply of a batch."""
-
-    scope: str
-    outcome: EventAgentOutcome
-
-
-@dataclass
 class EventAgentRequest:
-    """One round's events for the event agent, and how to answer."""
+    """One round's events for the event agent."""
 
     events: list[ToolCallEvent]
     history: list[ChatMessage]
@@ -82,15 +82,13 @@ class EventAgentRequest:
     turn_index: int = 0
     round_index: int = 0
     audit: AuditFn | None = None
-    results: dict[str, EventResult] = field(default_factory=dict)
-    """Filled before each reply is put, so the runtime knows the call's status."""
-    acks: dict[str, asyncio.Future[None]] = field(default_factory=dict)
-    """The runtime resolves these once a reply is durable; an exception stops the batch."""
 
-    def ack_for(self, event_id: str) -> asyncio.Future[None]:
-        if event_id not in self.acks:
-            self.acks[event_id] = asyncio.get_running_loop().create_future()
-        return self.acks[event_id]
+
+@dataclass(frozen=True)
+class _Resolution:
+    event: ToolCallEvent
+    call: ArgumentCall | None = None
+    failures: tuple[ArgumentFailure, ...] = ()
 
 
 class EventAgent:
@@ -104,7 +102,7 @@ class EventAgent:
         *,
         clock: Clock,
         events: asyncio.Queue[Any],
-        replies: asyncio.Queue[Any],
+        replies: ReplyChannel,
     ) -> None:
         self._client = chat_client
         self._registry = registry
@@ -118,7 +116,7 @@ class EventAgent:
         while True:
             request = await self._events.get()
             outcome = await self._handle_safely(request)
-            await self._replies.put(EventBatchDone(request.scope, outcome))
+            await self._replies.done(request.scope, outcome)
 
     async def _handle_safely(self, request: EventAgentRequest) -> EventAgentOutcome:
         try:
@@ -140,29 +138,25 @@ class EventAgent:
         resolved = await asyncio.gather(
             *(self._resolve(request, event, context) for event in request.events)
         )
-        events = [event for event, _ in resolved]
-        calls = tuple(call for _, call in resolved if call is not None)
-        batch = await self._execute(request, events, context)
-        replies = [result.tool_message() for result in batch.results]
+        calls = tuple(r.call for r in resolved if r.call is not None)
+        failures = [failure for r in resolved for failure in r.failures]
+        batch = await self._execute(
+            request, [r.event for r in resolved], context, _not_run(failures)
+        )
+        details = _audit_details.event_agent_response(
+            request.scope,
+            [result.tool_message() for result in batch.results],
+            _raw_model_chunks(request.events, calls),
+        )
+        if failures:
+            details["argument_failures"] = [failure.audit_entry() for failure in failures]
+        await self._audit(request, "event_agent_response", details)
+        summary = self._results_message(batch)
         await self._audit(
             request,
-            "event_agent_response",
-            {
-                "agent": "event_agent",
-                "scope": request.scope,
-                "replies": [reply.model_dump() for reply in replies],
-                "raw_model_chunks": _raw_model_chunks(request.events, calls),
-            },
+            "event_agent_completed",
+            _audit_details.event_agent_completed(request.scope, batch, summary),
         )
-        summary = await self._maybe_results_message(batch)
-        completed: dict[str, Any] = {
-            "agent": "event_agent",
-            "scope": request.scope,
-            "result_count": len(batch.logical_results),
-        }
-        if summary is not None:
-            completed["result_summary"] = summary.content
-        await self._audit(request, "event_agent_completed", completed)
         return EventAgentOutcome(batch=batch, argument_calls=calls, results_message=summary)
 
     async def _execute(
@@ -170,12 +164,10 @@ class EventAgent:
         request: EventAgentRequest,
         events: list[ToolCallEvent],
         context: ToolExecutionContext,
+        not_run: dict[str, str],
     ) -> EventBatchResult:
         async def reply(result: EventResult) -> None:
-            request.results[result.event_id] = result
-            ack = request.ack_for(result.event_id)
-            await self._replies.put(result.tool_message())
-            await ack
+            await self._replies.reply(request.scope, result)
 
         batch = await self._executor.execute(
             EventBatch(
@@ -185,51 +177,58 @@ class EventAgent:
                 enabled_names=request.enabled_tools,
                 context=context,
                 on_result=reply,
+                not_run=not_run,
             )
         )
         for duplicate in (result for result in batch.results if not result.is_logical):
             await reply(duplicate)
         return batch
 
-    async def _maybe_results_message(self, batch: EventBatchResult) -> ChatMessage | None:
-        logical = batch.logical_results
+    def _results_message(self, batch: EventBatchResult) -> ChatMessage | None:
         decision = _policies.decide(batch, chat_spoke=True, registry=self._registry)
         if not decision.llm_follow_up:
             return None
-        message = results_message([result.tool_message() for result in logical])
-        await self._replies.put(message)
-        return message
+        return results_message([result.tool_message() for result in batch.logical_results])
 
     async def _resolve(
         self, request: EventAgentRequest, event: ToolCallEvent, context: ToolExecutionContext
-    ) -> tuple[ToolCallEvent, ArgumentCall | None]:
+    ) -> _Resolution:
         tool = self._registry.get(event.name)
         if tool is None or event.name not in request.enabled_tools:
-            return event, None
+            return _Resolution(event)
+        failures: list[ArgumentFailure] = []
         resolved: dict[str, Any] | None = {}
         if tool.argument_resolver is not None:
-            resolved = await self._registry.resolve_arguments(event, context)
+            try:
+                resolved = await _resolve_with(tool.argument_resolver, event, context)
+            except Exception as exc:  # a resolver bug: the model fills the arguments in
+                failures.append(ArgumentFailure(event.id, event.name, "resolver", _cause(exc)))
+                resolved = None
         if resolved is not None and self._registry.validation_error(event.name, resolved) is None:
-            return _with_arguments(event, resolved), None
-        call, arguments = await self._generate_arguments(request, event)
+            return _Resolution(_with_arguments(event, resolved), failures=tuple(failures))
+        call, arguments, problem = await self._generate_arguments(request, event)
+        if problem is not None:
+            failures.append(ArgumentFailure(event.id, event.name, "generation", problem))
         argument_call = ArgumentCall(
             event_id=event.id,
             event_name=event.name,
             fallback=tool.argument_resolver is not None,
             call=call,
         )
-        return _with_arguments(event, arguments), argument_call
+        return _Resolution(_with_arguments(event, arguments), argument_call, tuple(failures))
 
     async def _generate_arguments(
         self, request: EventAgentRequest, event: ToolCallEvent
-    ) -> tuple[ModelCall, dict[str, Any]]:
+    ) -> tuple[ModelCall, dict[str, Any], str | None]:
+        """One forced call; the arguments, and the cause when the call failed."""
         params = _event_model_params(request)
         call = ModelCall(model=params.model)
         messages = [ChatMessage(role="system", content=request.params.system_prompt)]
         messages += request.history
         tools = [self._registry.tool_schema(event.name)]
         choice = {"type": "function", "function": {"name": event.name}}
-        arguments: dict[str, Any] = {}
+        arguments: dict[str, Any] | None = None
+        problem: str | None = None
         started = self._clock()
         try:
             async for item in self._client.stream_chat(messages, tools, params, choice):
@@ -241,28 +240,50 @@ class EventAgent:
                     call.usage = item.usage
                 elif item.kind == "provider_tool_call" and item.event is not None:
                     arguments = dict(item.event.arguments)
-        except AgentLabError:
-            arguments = {}
+        except AgentLabError as exc:
+            problem = _cause(exc)
         call.latency_ms = elapsed_ms(started, self._clock())
-        return call, arguments
+        return call, arguments or {}, problem
 
     async def _audit(self, request: EventAgentRequest, event: str, details: dict[str, Any]) -> None:
         if request.audit is not None:
             await request.audit(event, details)
 
     def _request_details(self, request: EventAgentRequest) -> dict[str, Any]:
-        params = _event_model_params(request)
-        return {
-            "agent": "event_agent",
-            "scope": request.scope,
-            "round_index": request.round_index,
-            "params": params.model_dump(mode="json"),
-            "events": [event.model_dump() for event in request.events],
-            "tools": self._registry.provider_tool_schemas(
+        return _audit_details.event_agent_request(
+            request.scope,
+            request.round_index,
+            params=_event_model_params(request),
+            events=request.events,
+            tools=self._registry.provider_tool_schemas(
                 list(dict.fromkeys(event.name for event in request.events))
             ),
-            "history": [message.model_dump() for message in request.history],
-        }
+            history=request.history,
+        )
+
+
+def _not_run(failures: list[ArgumentFailure]) -> dict[str, str]:
+    """Events whose arguments could not be generated fail with the cause, unrun."""
+    return {
+        failure.event_id: f"argument generation failed: {failure.cause}"
+        for failure in failures
+        if failure.stage == "generation"
+    }
+
+
+async def _resolve_with(
+    resolver: Callable[..., Any], event: ToolCallEvent, context: ToolExecutionContext
+) -> dict[str, Any] | None:
+    resolved = resolver(event, context)
+    if inspect.isawaitable(resolved):
+        resolved = await resolved
+    return resolved if isinstance(resolved, dict) else None
+
+
+def _cause(exc: BaseException) -> str:
+    failure_reason = getattr(exc, "failure_reason", None)
+    text = str(exc) or type(exc).__name__
+    return f"{text} ({failure_reason})" if failure_reason else f"{type(exc).__name__}: {text}"
 
 
 def _event_model_params(request: EventAgentRequest) -> AgentParams:

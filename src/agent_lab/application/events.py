@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,7 @@ from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
 if TYPE_CHECKING:
-    from agent_lab.application.tools import ToolExecutionContext, ToolRegistry
+    from agent_lab.application.tools import ToolDefinition, ToolExecutionContext, ToolRegistry
 
 
 class ResultPolicy(StrEnum):
@@ -123,6 +123,9 @@ class EventBatch:
     on_result: ResultCallback | None = None
     """Awaited as each logical result lands (e.g. to make it durable); if it raises, no
     call of the batch that has not started yet starts, and the error propagates."""
+    not_run: Mapping[str, str] = field(default_factory=dict)
+    """Calls that fail without running, by id, with the error their reply carries
+    (e.g. their arguments could not be generated)."""
 
 
 class BatchAborted(Exception):
@@ -175,6 +178,8 @@ class EventBatchExecutor:
 
     async def _run_one(self, event: ToolCallEvent, batch: EventBatch) -> EventResult:
         definition = self._registry.get(event.name)
+        if event.id in batch.not_run:
+            return _not_run(event, batch, batch.not_run[event.id], definition)
         started = self._clock()
         outcome = await self._registry.run(event, batch.enabled_names, batch.context)
         finished = self._clock()
@@ -236,6 +241,20 @@ class _BatchRun:
             confirmation=primary.confirmation,
             arguments=dict(event.arguments),
         )
+
+
+def _not_run(
+    event: ToolCallEvent, batch: EventBatch, error: str, definition: ToolDefinition | None
+) -> EventResult:
+    return EventResult(
+        event_id=event.id,
+        event_name=event.name,
+        status=EventStatus.FAILED,
+        source=batch.source,
+        policy=definition.result_policy if definition else ResultPolicy.FOLLOW_UP,
+        payload={"tool": event.name, "error": error},
+        arguments=dict(event.arguments),
+    )
 
 
 def _cancelled(event: ToolCallEvent, source: EventSource) -> EventResult:

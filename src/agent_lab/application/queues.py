@@ -1,4 +1,7 @@
-"""The three queues that connect a runtime to its consumer and to its event agent."""
+"""The three queues that connect a runtime to its consumer and to its event agent.
+
+Their items are described in ``agent_lab.application.protocol``.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,19 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_lab.application.event_agent import EventAgentRequest, EventBatchDone
+from agent_lab.application.protocol import InputItem
 
-def _queue() -> asyncio.Queue[Any]:
+
+def _input_queue() -> asyncio.Queue[InputItem | EventBatchDone]:
+    return asyncio.Queue()
+
+
+def _output_queue() -> asyncio.Queue[Any]:
+    return asyncio.Queue()
+
+
+def _events_queue() -> asyncio.Queue[EventAgentRequest]:
     return asyncio.Queue()
 
 
@@ -17,10 +31,13 @@ class RuntimeQueues:
 
     * ``input`` — user turns (``ChatMessage`` or ``str``) and the event agent's ``tool``
       replies; put ``None`` to close a session.
-    * ``output`` — the output protocol: one dict per message.
+    * ``output`` — the output protocol: one dict per message (``OutputMessage``).
     * ``events`` — ``EventAgentRequest`` batches for the event agent.
     """
 
-    input: asyncio.Queue[Any] = field(default_factory=_queue)
-    output: asyncio.Queue[Any] = field(default_factory=_queue)
-    events: asyncio.Queue[Any] = field(default_factory=_queue)
+    input: asyncio.Queue[InputItem | EventBatchDone] = field(default_factory=_input_queue)
+    output: asyncio.Queue[Any] = field(default_factory=_output_queue)
+    """Holds ``OutputMessage`` dicts; typed ``Any`` until the turn engine's constructors
+    return the protocol types (read it through ``DebugRuntime.session()`` or ``run()``,
+    which hand out ``OutputMessage``)."""
+    events: asyncio.Queue[EventAgentRequest] = field(default_factory=_events_queue)

@@ -6,10 +6,15 @@ For example::
     async for message in runtime.run(request):
         print(message)
 
-``run()`` yields one turn's output protocol until ``done`` or ``error``; ``start()``
-runs the same turn and returns the queues for a downstream consumer;
-``start_session()`` keeps reading user turns from ``queues.input`` (put ``None`` to
-close); ``aclose()`` cancels and awaits everything the runtime started.
+    async with runtime.session(request) as session:
+        await session.send("and now the weather")
+        async for message in session:
+            ...
+
+``run()`` yields one turn's output protocol until ``done`` or ``error``; ``session()``
+runs a multi-turn session behind a handle (see ``RuntimeSession``); ``start()`` and
+``start_session()`` are the lower-level forms that hand out the queues themselves;
+``aclose()`` cancels and awaits everything the runtime started.
 """
 
 from __future__ import annotations
@@ -18,19 +23,20 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 from agent_lab.application._metrics import tool_metrics
 from agent_lab.application._session_runner import SessionRunner
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.events import EventBatchResult
 from agent_lab.application.ports import ChatClient, Clock
+from agent_lab.application.protocol import TERMINAL_TYPES, OutputMessage
 from agent_lab.application.queues import RuntimeQueues
+from agent_lab.application.session_handle import RuntimeSession, next_output
 from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain.errors import UsageError
 
-TERMINAL_TYPES = frozenset({"done", "error"})
+__all__ = ["TERMINAL_TYPES", "DebugRuntime", "RuntimeSession"]
 
 
 class DebugRuntime:
@@ -72,13 +78,25 @@ class DebugRuntime:
         """Run turns from ``queues.input`` until it is closed or a tool terminates."""
         return self._launch(request, one_shot=False)
 
-    async def run(self, request: DebugRunRequest) -> AsyncIterator[dict[str, Any]]:
+    def session(self, request: DebugRunRequest) -> RuntimeSession:
+        """A session handle; it starts on ``async with`` and is ended on leaving it.
+
+        ``request.user_message``, when given, is the first turn.
+        """
+        return RuntimeSession(self, request)
+
+    async def run(self, request: DebugRunRequest) -> AsyncIterator[OutputMessage]:
         """Run one turn, yielding every output message until ``done`` or ``error``."""
         queues = self.start(request)
+        task = self._task
+        assert task is not None
         finished = False
         try:
             while not finished:
-                message = await queues.output.get()
+                message = await next_output(queues.output, task, keep=_discard)
+                if message is None:  # stopped without a last word: it crashed
+                    await self.aclose()  # raises what it crashed with
+                    break
                 finished = message["type"] in TERMINAL_TYPES
                 yield message
         finally:
@@ -93,6 +111,7 @@ class DebugRuntime:
 
     @property
     def running(self) -> bool:
+        """The session or run this runtime started has not stopped yet."""
         return self._task is not None and not self._task.done()
 
     async def aclose(self) -> None:
@@ -113,6 +132,12 @@ class DebugRuntime:
 
     async def _wait_for_tasks(self) -> None:
         await self.wait_closed()
+
+    def _launch_session(self, request: DebugRunRequest) -> tuple[RuntimeQueues, asyncio.Task[None]]:
+        """``start_session()`` for a ``RuntimeSession``, which also needs the task."""
+        queues = self._launch(request, one_shot=False)
+        assert self._task is not None
+        return queues, self._task
 
     def _launch(self, request: DebugRunRequest, *, one_shot: bool) -> RuntimeQueues:
         if self.running:
@@ -142,3 +167,7 @@ class DebugRuntime:
             return
         metrics = tool_metrics(batch, turn_index=turn_index, round_index=round_index)
         self.session_store.append_usages(session_id, metrics)
+
+
+def _discard(message: OutputMessage) -> None:
+    """A message taken while ``run()`` is being torn down has nobody to go to."""

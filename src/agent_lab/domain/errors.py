@@ -11,23 +11,30 @@ Branches are named for who is at fault::
     │   ├── ProviderConnectionError endpoint unreachable
     │   └── ProviderProtocolError   a malformed or truncated stream, or an error mid-stream
     ├── ModelBehaviorError          the model broke the tool protocol (e.g. duplicate call ids)
+    ├── InvalidTranscript           (also ValueError) a transcript a strict provider rejects
     ├── ToolError
-    │   ├── ToolNotFound
-    │   └── ToolFailed
-    ├── RunError
-    │   └── RunCancelled
+    │   └── ToolFailed              a tool handler or argument resolver raised
+    ├── RunCancelled                the turn was cancelled before it completed
+    ├── TurnLimitExceeded           a turn hit the hard cap on rounds or wall time
+    ├── InternalError               an unexpected exception (a bug) ended the turn
     └── StoreError                  the session store failed
         ├── SessionNotFound
         ├── SessionBusy             another live runtime drives the session
         ├── StoreFormatError        the file is not a store, or has a newer schema
+        ├── InvalidStoredRow        a stored message cannot be restored (names the row)
         └── PersistenceFailed       a write failed; ``reason`` classifies it
 
-Errors build their own messages; a raise site passes the facts.
+Errors build their own messages; a raise site passes the facts. Every error also says
+what it means to whoever reports it: ``failure_reason`` is the machine-readable code
+that ``error`` outputs carry (e.g. ``provider_error:http_503``), and ``exit_class`` tells
+a command-line front end which kind of exit it is (``usage``: fix the configuration or
+the request, retrying as is will not help; ``run_failed``: the run failed;
+``interrupted``: it was cancelled).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 PersistenceFailure = Literal[
     "locked",
@@ -39,22 +46,47 @@ PersistenceFailure = Literal[
     "connection_lost",
     "unknown",
 ]
+ExitClass = Literal["usage", "run_failed", "interrupted"]
+
+_CALLER_HTTP_STATUSES = frozenset({401, 403, 404})
+"""HTTP statuses that mean the endpoint, model or key is configured wrong."""
 
 
 class AgentLabError(Exception):
     """Root of every error Agent Lab raises on purpose."""
 
+    code: ClassVar[str] = "run_error"
+    """The ``failure_reason`` of this class (subclasses with facts refine it)."""
+    exit_kind: ClassVar[ExitClass] = "run_failed"
+
+    @property
+    def failure_reason(self) -> str:
+        """The machine-readable reason carried by ``error`` outputs."""
+        return self.code
+
+    @property
+    def exit_class(self) -> ExitClass:
+        """Which kind of exit a command-line front end makes for this error."""
+        return self.exit_kind
+
 
 class UsageError(AgentLabError):
     """The caller asked for something that cannot work."""
+
+    code = "usage_error"
+    exit_kind = "usage"
 
 
 class ConfigError(UsageError):
     """A configuration value is missing or invalid."""
 
+    code = "config_error"
+
 
 class ProviderError(AgentLabError):
     """The model endpoint failed."""
+
+    code = "provider_error:protocol"
 
 
 class ProviderHTTPError(ProviderError):
@@ -65,13 +97,26 @@ class ProviderHTTPError(ProviderError):
         self.provider_message = provider_message
         super().__init__(f"provider returned HTTP {status}: {provider_message}")
 
+    @property
+    def failure_reason(self) -> str:
+        return f"provider_error:http_{self.status}"
+
+    @property
+    def exit_class(self) -> ExitClass:
+        return "usage" if self.status in _CALLER_HTTP_STATUSES else "run_failed"
+
 
 class ProviderTimeout(ProviderError):
     """The endpoint did not answer in time."""
 
+    code = "provider_error:timeout"
+
 
 class ProviderConnectionError(ProviderError):
     """The endpoint could not be reached."""
+
+    code = "provider_error:unreachable"
+    exit_kind = "usage"
 
 
 class ProviderProtocolError(ProviderError):
@@ -81,33 +126,66 @@ class ProviderProtocolError(ProviderError):
 class ModelBehaviorError(AgentLabError):
     """The model broke the tool protocol."""
 
+    code = "protocol_error"
+
+
+class InvalidTranscript(AgentLabError, ValueError):
+    """A transcript breaks the tool protocol strict providers enforce; nothing was sent."""
+
+    code = "invalid_transcript"
+
 
 class ToolError(AgentLabError):
     """A tool could not be run."""
 
-
-class ToolNotFound(ToolError):
-    """No tool of that name is registered."""
+    code = "tool_error"
 
 
 class ToolFailed(ToolError):
-    """A tool handler raised."""
+    """A tool handler or argument resolver raised."""
+
+    code = "tool_failed"
 
 
-class RunError(AgentLabError):
-    """A run could not complete."""
+class RunCancelled(AgentLabError):
+    """A turn was cancelled before it completed."""
+
+    code = "cancelled"
+    exit_kind = "interrupted"
+
+    def __init__(self, message: str = "turn cancelled") -> None:
+        super().__init__(message)
 
 
-class RunCancelled(RunError):
-    """A run was cancelled before it completed."""
+class TurnLimitExceeded(AgentLabError):
+    """A turn ran into the runtime's hard cap on rounds or on wall time."""
+
+    def __init__(self, limit: Literal["rounds", "wall_time"], detail: str) -> None:
+        self.limit = limit
+        super().__init__(f"the turn was stopped at its {detail}")
+
+    @property
+    def failure_reason(self) -> str:
+        return f"turn_limit_exceeded:{self.limit}"
+
+
+class InternalError(AgentLabError):
+    """An exception nobody raised on purpose (a bug in a client, tool or the runtime)."""
+
+    code = "internal_error"
 
 
 class StoreError(AgentLabError):
     """The session store failed."""
 
+    code = "session_persistence_failed:unknown"
+
 
 class SessionNotFound(StoreError, KeyError):
     """No session has that id."""
+
+    code = "session_not_found"
+    exit_kind = "usage"
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
@@ -120,6 +198,9 @@ class SessionNotFound(StoreError, KeyError):
 class SessionBusy(StoreError):
     """Another live runtime holds the session's writer claim."""
 
+    code = "session_busy"
+    exit_kind = "usage"
+
     def __init__(self, session_id: str, holder: str) -> None:
         self.session_id = session_id
         self.holder = holder
@@ -131,6 +212,24 @@ class SessionBusy(StoreError):
 
 class StoreFormatError(StoreError):
     """The store file is not a database, or was written by a newer Agent Lab."""
+
+    code = "session_persistence_failed:corrupt"
+    exit_kind = "usage"
+
+
+class InvalidStoredRow(StoreError):
+    """A stored message is not a valid message, and no repair rule applies to it."""
+
+    code = "stored_row_invalid"
+
+    def __init__(self, session_id: str, seq: object, turn_index: object, problem: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.problem = problem
+        super().__init__(
+            f"session {session_id!r} cannot be restored: its stored message #{seq} "
+            f"(turn {turn_index}) is invalid: {problem}"
+        )
 
 
 _REASON_WORDING: dict[PersistenceFailure, str] = {
@@ -156,5 +255,4 @@ class PersistenceFailed(StoreError):
 
     @property
     def failure_reason(self) -> str:
-        """The machine-readable reason carried by ``error`` outputs."""
         return f"session_persistence_failed:{self.reason}"

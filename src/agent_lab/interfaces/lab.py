@@ -4,8 +4,9 @@ For example::
 
     async with Lab(load_settings()) as lab:
         runtime = lab.runtime()
-        async for message in runtime.run(lab.request("Set the volume to 20")):
-            ...
+        async with runtime.session(lab.request("Set the volume to 20")) as session:
+            async for message in session:
+                ...
 
 The CLI and the web lab only receive a ``Lab``; nothing is built at import time.
 """
@@ -154,8 +155,3 @@ class Lab:
             ),
             tool_invocation_mode=mode or settings.mode,
         )
-
-
-async def wait_closed(runtime: DebugRuntime) -> None:
-    """Close a runtime, waiting at most a few seconds."""
-    await asyncio.wait_for(runtime.aclose(), timeout=10)

@@ -1,14 +1,17 @@
 """Lab settings and where they come from.
 
-Precedence, highest first: command-line flags > the ``--config`` TOML file > the
-environment (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``AGENT_LAB_MODEL``,
-``AGENT_LAB_EVENT_MODEL``, ``AGENT_LAB_HOME``, ``AGENT_LAB_DB``,
-``AGENT_LAB_DATABASE_URL``) > defaults.
-With no endpoint configured, the lab runs the built-in simulated model.
+Precedence, highest first: command-line flags > the ``--config`` TOML file >
+``./agent-lab.toml`` > ``$XDG_CONFIG_HOME/agent-lab/config.toml`` > the environment
+(``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``AGENT_LAB_MODEL``, ``AGENT_LAB_EVENT_MODEL``,
+``AGENT_LAB_HOME``, ``AGENT_LAB_DB``, ``AGENT_LAB_DATABASE_URL``) > defaults. The two
+discovered files are read when ``discover`` is set (the CLI does). With no endpoint
+configured, the lab runs the built-in simulated model.
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping
@@ -21,6 +24,8 @@ from agent_lab.application.contracts import ToolInvocationMode
 from agent_lab.domain.errors import ConfigError
 
 SIMULATED_MODEL = "agent-lab-sim"
+PROJECT_CONFIG_NAME = "agent-lab.toml"
+USER_CONFIG_NAME = "config.toml"
 DEFAULT_TOOLS = [
     "device.volume.adjust",
     "calendar.schedule.create",
@@ -82,10 +87,12 @@ class LabSettings(BaseModel):
         return self.base_url is None and not self.local
 
     def lab_home(self) -> Path:
-        return self.home if self.home is not None else default_home()
+        return self.home.expanduser() if self.home is not None else default_home()
 
     def database(self) -> Path:
-        return self.db_path if self.db_path is not None else self.lab_home() / "agent-lab.sqlite3"
+        if self.db_path is not None:
+            return self.db_path.expanduser()
+        return self.lab_home() / "agent-lab.sqlite3"
 
     def store_location(self) -> str | Path:
         """The PostgreSQL URL when set, else the SQLite file (see ``store_factory``)."""
@@ -99,7 +106,11 @@ class LabSettings(BaseModel):
             return SIMULATED_MODEL
         if self.local:
             return "local"
-        raise ConfigError("no model name: pass --model or set AGENT_LAB_MODEL")
+        base = (self.base_url or "").rstrip("/")
+        raise ConfigError(
+            f"no model name for {self.base_url}: pass --model or set AGENT_LAB_MODEL"
+            f" (GET {base}/models lists them)"
+        )
 
     def secret_key(self) -> str | None:
         return self.api_key.get_secret_value() if self.api_key is not None else None
@@ -110,25 +121,83 @@ def load_settings(
     flags: Mapping[str, Any] | None = None,
     config_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    discover: bool = False,
 ) -> LabSettings:
     """Merge the sources by precedence (flags win); ``None`` flag values are ignored.
+
+    ``discover`` also reads ``./agent-lab.toml`` and the user's
+    ``$XDG_CONFIG_HOME/agent-lab/config.toml`` (see ``config_files``).
 
     Raises:
         ConfigError: a bad TOML file, an unknown key, or a value out of range.
     """
+    return resolve_settings(
+        flags=flags, config_file=config_file, environ=environ, discover=discover
+    ).settings
+
+
+class ResolvedSettings(BaseModel):
+    """Settings with the source of every field: ``flag``, a file path, ``env NAME``, ``default``."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    settings: LabSettings
+    origins: dict[str, str]
+    files: list[Path]
+    """The config files that were read, lowest precedence first."""
+
+
+def resolve_settings(
+    *,
+    flags: Mapping[str, Any] | None = None,
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    discover: bool = False,
+) -> ResolvedSettings:
+    """``load_settings`` that also says where each setting came from.
+
+    Raises:
+        ConfigError: a bad TOML file, an unknown key, or a value out of range.
+    """
+    environ = os.environ if environ is None else environ
     merged: dict[str, Any] = {}
-    merged.update(_from_environment(os.environ if environ is None else environ))
+    origins: dict[str, str] = {}
+    for name, field in ENVIRONMENT.items():
+        if environ.get(name):
+            merged[field] = environ[name]
+            origins[field] = f"env {name}"
+    files = config_files(environ) if discover else []
     if config_file is not None:
-        merged.update(_from_toml(config_file))
-    merged.update({key: value for key, value in (flags or {}).items() if value is not None})
+        files.append(config_file)
+    for path in files:
+        values = _from_toml(path)
+        merged.update(values)
+        origins.update(dict.fromkeys(values, str(path)))
+    given = {key: value for key, value in (flags or {}).items() if value is not None}
+    merged.update(given)
+    origins.update(dict.fromkeys(given, "flag"))
     try:
-        return LabSettings.model_validate(merged)
+        settings = LabSettings.model_validate(merged)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc)) from None
+        raise ConfigError(_describe(exc, origins)) from None
+    for name in LabSettings.model_fields:
+        origins.setdefault(name, "default")
+    return ResolvedSettings(settings=settings, origins=origins, files=files)
 
 
-def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
-    return {field: environ[name] for name, field in ENVIRONMENT.items() if environ.get(name)}
+def config_files(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The discovered config files that exist, lowest precedence first.
+
+    ``$XDG_CONFIG_HOME/agent-lab/config.toml`` (default ``~/.config``), then
+    ``./agent-lab.toml`` in the current directory, which wins over the user's file.
+    """
+    environ = os.environ if environ is None else environ
+    xdg = environ.get("XDG_CONFIG_HOME", "").strip()
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
+    candidates = [base / "agent-lab" / USER_CONFIG_NAME]
+    with contextlib.suppress(OSError):  # the current directory may have been removed
+        candidates.append(Path.cwd() / PROJECT_CONFIG_NAME)
+    return [path for path in candidates if path.is_file()]
 
 
 def _from_toml(path: Path) -> dict[str, Any]:
@@ -136,17 +205,29 @@ def _from_toml(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a directory") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
     section = data.get("agent_lab", data)
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: [agent_lab] must be a table")
+    for key in section:
+        if key not in LabSettings.model_fields:
+            raise ConfigError(f"{path}: unknown key {key!r}{_closest(key)}")
     return dict(section)
 
 
-def _describe(exc: ValidationError) -> str:
+def _closest(key: str) -> str:
+    matches = difflib.get_close_matches(key, list(LabSettings.model_fields), n=1, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(m) for m in matches)}?)" if matches else ""
+
+
+def _describe(exc: ValidationError, origins: Mapping[str, str]) -> str:
     problems = []
     for error in exc.errors():
         where = ".".join(str(part) for part in error["loc"]) or "settings"
-        problems.append(f"{where}: {error['msg']}")
+        origin = origins.get(str(error["loc"][0])) if error["loc"] else None
+        source = f" (from {origin})" if origin else ""
+        problems.append(f"{where}{source}: {error['msg']}")
     return "invalid settings: " + "; ".join(problems)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agent_lab.domain.errors import InvalidTranscript
 from agent_lab.domain.messages import ChatMessage
 
 
@@ -19,7 +20,8 @@ def validate_tool_transcript(messages: Sequence[ChatMessage]) -> None:
         messages: The transcript about to be sent.
 
     Raises:
-        ValueError: Naming the first problem and the index of the message that shows it.
+        InvalidTranscript: (a ``ValueError``) naming the first problem and the index of
+            the message that shows it.
     """
     declared: set[str] = set()
     open_calls: dict[str, None] = {}
@@ -28,21 +30,21 @@ def validate_tool_transcript(messages: Sequence[ChatMessage]) -> None:
             _check_reply(position, message, open_calls, declared)
             continue
         if open_calls:
-            raise ValueError(
+            raise InvalidTranscript(
                 f"tool calls {_names(open_calls)} are unanswered before the "
                 f"{message.role} message at index {position}"
             )
         if message.role == "assistant":
             for call in message.tool_calls:
                 if call.id in declared:
-                    raise ValueError(
+                    raise InvalidTranscript(
                         f"duplicate tool-call id {call.id!r} in the assistant message "
                         f"at index {position}"
                     )
                 declared.add(call.id)
                 open_calls[call.id] = None
     if open_calls:
-        raise ValueError(
+        raise InvalidTranscript(
             f"tool calls {_names(open_calls)} are unanswered at the end of the transcript"
         )
 
@@ -52,16 +54,16 @@ def _check_reply(
 ) -> None:
     call_id = message.tool_call_id
     if not call_id:
-        raise ValueError(f"tool message at index {position} has no tool_call_id")
+        raise InvalidTranscript(f"tool message at index {position} has no tool_call_id")
     if call_id in open_calls:
         del open_calls[call_id]
         return
     if call_id in declared:
-        raise ValueError(
+        raise InvalidTranscript(
             f"tool message at index {position} answers call {call_id!r} again, or after "
             "its batch ended"
         )
-    raise ValueError(
+    raise InvalidTranscript(
         f"tool message at index {position} answers call {call_id!r}, which no preceding "
         "assistant message declared"
     )

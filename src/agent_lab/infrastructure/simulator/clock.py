@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import date, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 DEFAULT_TIMEZONE = "UTC"
 _DEFAULT_CLOCK = time(9, 0)
@@ -17,15 +18,72 @@ _ZONE = re.compile(r"\b([A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_+-]+){1,2})\b")
 _MERIDIEM = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])m\b", re.IGNORECASE)
 _AT_CLOCK = re.compile(r"\bat\s+(\d{1,2})(?::(\d{2}))?\b(?!\s*[-/])", re.IGNORECASE)
 _NAMED_CLOCK = {"noon": time(12, 0), "midday": time(12, 0), "midnight": time(0, 0)}
+_PLACE = r"[A-Z][A-Za-z]+(?:[ _-][A-Z][A-Za-z]+){0,2}"
+_CITY_CUE = re.compile(rf"\b(?P<before>{_PLACE})\s+time\b|\b[Ii]n\s+(?P<after>{_PLACE})\b")
+_CITY_REGIONS = {"Africa", "America", "Asia", "Atlantic", "Australia", "Europe", "Indian"}
+_CITY_REGIONS |= {"Pacific"}
+_PLACE_ALIASES = {
+    "pacific": "America/Los_Angeles",
+    "mountain": "America/Denver",
+    "central": "America/Chicago",
+    "eastern": "America/New_York",
+    "san francisco": "America/Los_Angeles",
+    "seattle": "America/Los_Angeles",
+    "boston": "America/New_York",
+    "washington": "America/New_York",
+    "munich": "Europe/Berlin",
+    "beijing": "Asia/Shanghai",
+    "mumbai": "Asia/Kolkata",
+    "delhi": "Asia/Kolkata",
+    "new delhi": "Asia/Kolkata",
+    "bangalore": "Asia/Kolkata",
+    "utc": "UTC",
+    "gmt": "UTC",
+}
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
 def extract_timezone(text: str) -> str:
-    """The first valid IANA zone named in ``text`` (``UTC`` when there is none)."""
+    """The zone ``text`` names (``UTC`` when there is none).
+
+    The first valid IANA name wins (``Europe/Berlin``); otherwise a city or region
+    that people use for a zone, cued as ``Berlin time`` or ``in Berlin`` (``New York
+    time``, ``in Tokyo``, ``Pacific time``).
+    """
     for match in _ZONE.finditer(text):
         if _is_zone(match.group(1)):
             return match.group(1)
+    for match in _CITY_CUE.finditer(text):
+        zone = _cued_zone(match.group("before"), match.group("after"))
+        if zone is not None:
+            return zone
     return DEFAULT_TIMEZONE
+
+
+def _cued_zone(before: str | None, after: str | None) -> str | None:
+    """Tries the words nearest the cue first: ``Team Berlin time`` names Berlin."""
+    words = (before or after or "").split()
+    if before:
+        places = [words[start:] for start in range(len(words))]
+    else:
+        places = [words[:end] for end in range(len(words), 0, -1)]
+    return next((zone for place in places if (zone := zone_for_place(" ".join(place)))), None)
+
+
+def zone_for_place(place: str) -> str | None:
+    """``"Berlin"`` → ``Europe/Berlin``, ``"New York"`` → ``America/New_York``."""
+    key = " ".join(place.replace("_", " ").split()).lower()
+    return _PLACE_ALIASES.get(key) or _zones_by_city().get(key)
+
+
+@functools.cache
+def _zones_by_city() -> dict[str, str]:
+    by_city: dict[str, str] = {}
+    for name in sorted(available_timezones()):
+        region, _, city = name.rpartition("/")
+        if region.split("/")[0] in _CITY_REGIONS:
+            by_city.setdefault(city.replace("_", " ").lower(), name)
+    return by_city
 
 
 def _is_zone(name: str) -> bool:

@@ -20,6 +20,7 @@ from agent_lab.infrastructure.simulator.intents import IntentKind
 from agent_lab.infrastructure.simulator.request import Message
 
 _FAILED_STATUSES = {"error", "failed", "failure", "timeout", "timed_out", "cancelled"}
+_UNCERTAIN_STATUSES = {"unknown", "outcome_unknown", "uncertain"}
 _NAME_KEYS = ("event_name", "name", "tool", "event")
 _PAYLOAD_KEYS = ("result", "payload", "content", "output", "data")
 _LIST_KEYS = ("results", "sources", "items", "hits", "documents", "organic")
@@ -32,7 +33,15 @@ _ACTIONS = {
     IntentKind.NOTE: "saving the note",
     IntentKind.GOODBYE: "ending the session",
 }
+_SUBJECTS = {
+    IntentKind.VOLUME: "the volume change",
+    IntentKind.SCHEDULE: "the calendar entry",
+    IntentKind.SEARCH: "the web search",
+    IntentKind.NOTE: "the note",
+    IntentKind.GOODBYE: "ending the session",
+}
 _MAX_SENTENCES = 3
+_UNNAMED = "event"
 
 
 @dataclass(frozen=True)
@@ -45,11 +54,26 @@ class Outcome:
     error: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def uncertain(self) -> bool:
+        """The tool may or may not have acted (e.g. a call restored after a crash)."""
+        flat = _flatten(self.payload)
+        return str(flat.get("status", "")).lower() in _UNCERTAIN_STATUSES
 
-def is_follow_up(messages: list[Message]) -> bool:
-    """True when the conversation ends with tool results rather than user input."""
-    last = messages[-1]
-    return last.role == "tool" or last.is_results
+
+def outcome_kind(outcome: Outcome, offer: Offer) -> IntentKind | None:
+    """What the result's tool does: by its name, else by the shape of its payload."""
+    kind = kind_of(offer.named(outcome.name) or OfferedTool(outcome.name))
+    if kind is not None:
+        return kind
+    flat = _flatten(outcome.payload)
+    if result_list(outcome.payload):
+        return IntentKind.SEARCH
+    if "start_at" in flat:
+        return IntentKind.SCHEDULE
+    if "volume" in flat:
+        return IntentKind.VOLUME
+    return None
 
 
 def outcomes_before(messages: list[Message], end: int) -> list[Outcome]:
@@ -64,6 +88,18 @@ def outcomes_before(messages: list[Message], end: int) -> list[Outcome]:
         else:
             found[:0] = outcomes_from_results_text(message.text)
         index -= 1
+    return found
+
+
+def outcomes_in(messages: list[Message], start: int) -> list[Outcome]:
+    """Every result in ``messages[start:]``, in conversation order."""
+    calls = _calls_by_id(messages)
+    found: list[Outcome] = []
+    for message in messages[start:]:
+        if message.role == "tool":
+            found.append(_from_tool_message(message, calls))
+        elif message.is_results:
+            found.extend(outcomes_from_results_text(message.text))
     return found
 
 
@@ -100,7 +136,7 @@ def outcomes_from_results_text(text: str) -> list[Outcome]:
 
 
 def _from_record(record: dict[str, Any]) -> Outcome:
-    name = next((str(record[key]) for key in _NAME_KEYS if record.get(key)), "event")
+    name = next((str(record[key]) for key in _NAME_KEYS if record.get(key)), _UNNAMED)
     payload = next((record[key] for key in _PAYLOAD_KEYS if key in record), record)
     payload = _maybe_json(payload) if isinstance(payload, str) else payload
     error = _find_error(record)
@@ -148,33 +184,52 @@ def summarize(outcomes: list[Outcome], offer: Offer) -> str:
     return " ".join(sentences)
 
 
+def already_said(outcome: Outcome, offer: Offer, text: str) -> bool:
+    """True when ``text`` already states this result (a tool's own confirmation, say)."""
+    kind = outcome_kind(outcome, offer)
+    if not outcome.ok or kind not in (IntentKind.SCHEDULE, IntentKind.SEARCH):
+        return False
+    if kind is IntentKind.SCHEDULE:
+        fields = {**outcome.arguments, **_flatten(outcome.payload)}
+        facts = [fields.get("title"), fields.get("start_at")]
+    else:
+        hits = result_list(outcome.payload)
+        facts = [hits[0].get("title")] if hits else [None]
+    return all(isinstance(fact, str) and fact and fact in text for fact in facts)
+
+
 def _sentence(outcome: Outcome, offer: Offer) -> str:
-    kind = kind_of(offer.named(outcome.name) or OfferedTool(outcome.name))
+    kind = outcome_kind(outcome, offer)
+    action = _ACTIONS.get(kind, outcome.name) if kind else outcome.name
     if not outcome.ok:
-        action = _ACTIONS.get(kind, outcome.name) if kind else outcome.name
         return f"Sorry, {action} failed: {_clip(outcome.error or 'unknown error')}."
+    if outcome.uncertain:
+        subject = _SUBJECTS.get(kind, outcome.name) if kind else outcome.name
+        return f"I couldn't confirm whether {subject} went through; please check before I retry."
     if kind is IntentKind.SEARCH:
         return search_sentence(outcome)
     if kind is IntentKind.SCHEDULE:
         return _schedule_sentence(outcome)
     if kind is IntentKind.VOLUME:
         level = _lookup(outcome.payload, ("volume", "level", "current_volume"))
-        return f"The volume is now {level}." if level is not None else "The volume is adjusted."
+        return f"Volume set to {level}." if level is not None else "The volume is adjusted."
     if kind is IntentKind.NOTE:
         return "I've passed that note along."
     if kind is IntentKind.GOODBYE:
         return "Goodbye!"
-    return f"{outcome.name} finished."
+    return "That's done." if outcome.name == _UNNAMED else f"{outcome.name} finished."
 
 
 def search_sentence(outcome: Outcome) -> str:
     """Grounds the answer in the first search result's title and source."""
-    first = first_result(outcome.payload)
-    if first is None:
+    hits = result_list(outcome.payload)
+    if not hits:
         return "I searched but found nothing relevant."
+    first = hits[0]
     title = _clip(str(first.get("title") or first.get("name") or "an untitled page"))
     source = result_source(first)
-    sentence = f'The top result is "{title}"' + (f" from {source}." if source else ".")
+    lead = f"I found {len(hits)} results; the top one is" if len(hits) > 1 else "The top result is"
+    sentence = f'{lead} "{title}"' + (f" from {source}." if source else ".")
     snippet = first.get("snippet") or first.get("summary") or first.get("content")
     if isinstance(snippet, str) and snippet.strip(" .…"):
         sentence += f" It says: {_clip(snippet.strip(' …'), 120)}"
@@ -182,17 +237,17 @@ def search_sentence(outcome: Outcome) -> str:
     return sentence
 
 
-def first_result(payload: Any, depth: int = 0) -> dict[str, Any] | None:
-    """The first dict with a ``title`` in a results-like list, searched a few levels deep."""
+def result_list(payload: Any, depth: int = 0) -> list[dict[str, Any]]:
+    """The dicts with a ``title`` in the first results-like list, a few levels deep."""
     if isinstance(payload, list):
-        return next((item for item in payload if isinstance(item, dict) and "title" in item), None)
+        return [item for item in payload if isinstance(item, dict) and "title" in item]
     if not isinstance(payload, dict) or depth > 3:
-        return None
+        return []
     for key in (*_LIST_KEYS, *_PAYLOAD_KEYS):
-        found = first_result(payload.get(key), depth + 1)
-        if found is not None:
+        found = result_list(payload.get(key), depth + 1)
+        if found:
             return found
-    return None
+    return []
 
 
 def result_source(result: dict[str, Any]) -> str | None:
@@ -206,11 +261,12 @@ def result_source(result: dict[str, Any]) -> str | None:
 
 
 def _schedule_sentence(outcome: Outcome) -> str:
+    """The entry as the tool reported it (its fields win over the call's arguments)."""
     fields = {**outcome.arguments, **_flatten(outcome.payload)}
-    title, start = fields.get("title"), fields.get("start_at")
-    if title and start:
-        return f"{title} is on your calendar for {start}."
-    return "It's on your calendar."
+    title, start, zone = fields.get("title"), fields.get("start_at"), fields.get("timezone")
+    if not (title and start):
+        return "It's on your calendar."
+    return f"{title} is on your calendar for {start}" + (f" ({zone})." if zone else ".")
 
 
 def _flatten(payload: Any) -> dict[str, Any]:

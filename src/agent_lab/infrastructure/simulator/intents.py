@@ -201,7 +201,8 @@ def schedule_title(clause: str) -> str:
 
 
 _QUERY_LEAD = re.compile(
-    r"^(?:search(?:\s+(?:the\s+web|online|the\s+internet))?|look\s+up|google|research"
+    r"^(?:search(?:\s+(?:online|(?:the\s+|my\s+)?(?:local\s+)?(?:web|internet|corpus"
+    r"|docs|documentation|knowledge\s+base|notes)))?|look\s+up|google|research"
     r"|find(?:\s+out)?|tell\s+me\s+about|what(?:'s|\s+is|\s+are|\s+was)"
     r"|who(?:'s|\s+is|\s+was))\s*(?:(?:for|about|on|me)\s+)*",
     re.IGNORECASE,

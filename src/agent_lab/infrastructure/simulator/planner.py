@@ -1,9 +1,11 @@
 """Decides what the simulated model answers to one request (pure, seeded).
 
-The decision, in order: a forced ``tool_choice`` gets only that call; a conversation
-that ends with tool results gets a grounded summary; otherwise the intents of the
-last user message become tool calls (tools mode) or one inline event block (events
-mode), and a message without intents gets a plain answer.
+The decision, in order: a forced ``tool_choice`` gets only that call; once the current
+user turn has results, the intents it has not acted on yet are acted on, and when none
+is left the turn gets a grounded summary of its results (so each requested action runs
+once per user turn); otherwise the intents of the last user message become tool calls
+(tools mode) or one inline event block (events mode), and a message without intents
+gets a plain answer.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from agent_lab.infrastructure.simulator.catalog import (
     kind_of,
     offer_from,
 )
-from agent_lab.infrastructure.simulator.followup import is_follow_up, outcomes_before, summarize
+from agent_lab.infrastructure.simulator.followup import outcomes_before, summarize
 from agent_lab.infrastructure.simulator.intents import Intent, arguments_for, detect_intents
 from agent_lab.infrastructure.simulator.phrasing import cannot, plain_answer, preamble
+from agent_lab.infrastructure.simulator.progress import TurnProgress, turn_progress
 from agent_lab.infrastructure.simulator.request import ChatRequest, Message
 
 FinishReason = Literal["stop", "tool_calls", "length"]
@@ -68,9 +71,11 @@ def plan_reply(request: ChatRequest, context: PlanContext) -> Reply:
     offer = offer_from(request)
     if request.forced_name is not None:
         return _forced_reply(request, offer, context)
-    if is_follow_up(request.messages):
-        outcomes = outcomes_before(request.messages, len(request.messages))
-        return Reply(summarize(outcomes, offer))
+    index = last_user_index(request.messages)
+    progress = turn_progress(request.messages, index, offer)
+    if progress.outcomes:
+        message = request.messages[index].text if index is not None else ""
+        return _continued_reply(message, progress, offer, context)
     return _intent_reply(request, offer, context)
 
 
@@ -121,6 +126,20 @@ def _intent_reply(request: ChatRequest, offer: Offer, context: PlanContext) -> R
         spoken = [cannot(intent.kind) for intent in intents] or [plain_answer(message, context.rng)]
         return Reply(_join(lead, *spoken))
     return _acting_reply(matched, offer, message, lead, context)
+
+
+def _continued_reply(
+    message: str, progress: TurnProgress, offer: Offer, context: PlanContext
+) -> Reply:
+    """After results of this turn: act on what is still pending, else sum up the turn."""
+    pending = progress.pending(detect_intents(message, context.now))
+    acting: list[tuple[Intent, OfferedTool | None]] = [
+        (intent, tool) for intent in pending if (tool := offer.find(intent.kind)) is not None
+    ]
+    if acting:
+        lead = summarize(progress.latest, offer) if progress.latest else ""
+        return _acting_reply(acting, offer, message, lead, context)
+    return Reply(summarize(progress.unreported(offer), offer))
 
 
 def _acting_reply(

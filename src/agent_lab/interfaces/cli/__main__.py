@@ -1,5 +1,5 @@
 """``python -m agent_lab.interfaces.cli`` runs the command line."""
 
-from agent_lab.interfaces.cli.commands import main
+from agent_lab.interfaces.cli import main
 
 main()

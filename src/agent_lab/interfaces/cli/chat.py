@@ -18,20 +18,7 @@ from agent_lab.interfaces.cli.common import (
     EXIT_OK,
     EXIT_RUN_FAILED,
     EXIT_USAGE,
-    ApiKeyOption,
-    AuditOption,
-    BaseUrlOption,
-    ConfigOption,
-    DbOption,
-    EventModelOption,
-    HomeOption,
     LabOptions,
-    LocalOption,
-    MaxLoopsOption,
-    ModelOption,
-    ModeOption,
-    SystemOption,
-    ToolOption,
     isatty,
     mode_value,
     notice,
@@ -44,6 +31,21 @@ from agent_lab.interfaces.cli.common import (
     stdout_console,
 )
 from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd
+from agent_lab.interfaces.cli.options import (
+    ApiKeyOption,
+    AuditLinesOption,
+    BaseUrlOption,
+    ConfigOption,
+    DbOption,
+    EventModelOption,
+    HomeOption,
+    LocalOption,
+    MaxLoopsOption,
+    ModelOption,
+    ModeOption,
+    SystemOption,
+    ToolOption,
+)
 from agent_lab.interfaces.cli.render import ConversationRenderer
 from agent_lab.interfaces.cli.run import build_request
 
@@ -63,7 +65,7 @@ Examples:
 
   printf 'Turn it up by 10\\nGoodbye\\n' | agent-lab chat
 
-  agent-lab chat --session 3f2a...
+  agent-lab chat --session 3f2a                # a unique id prefix is enough
 """
 
 EXIT_COMMANDS: Final = frozenset({"/exit", "/quit"})
@@ -86,7 +88,7 @@ def chat(
     ] = None,
     db: DbOption = None,
     home: HomeOption = None,
-    audit: AuditOption = False,
+    audit: AuditLinesOption = False,
     local: LocalOption = False,
 ) -> None:
     """Run an interactive multi-turn session (see ``CHAT_HELP``)."""
@@ -179,7 +181,7 @@ class ChatLoop:
 
     def interrupt(self) -> None:
         """Ctrl-C: cancel the running turn, or count towards quitting at the prompt."""
-        if self.driver.turn_running and self.driver.runtime.cancel_turn():
+        if self.driver.turn_running and self.driver.cancel_turn():
             self.renderer.note("cancelling the turn…", "yellow")
         else:
             self.reader.interrupt()
@@ -205,7 +207,7 @@ class ChatLoop:
         if end.status == "cancelled":
             self.renderer.note("turn cancelled", "yellow")
         elif end.status == "failed":
-            code, line = run_failure(end.error or {})
+            code, line = run_failure(end.error or {"type": "error", "message": "the turn failed"})
             self.renderer.end_line()
             print_error(line)
             self._failed = True

@@ -10,25 +10,38 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
 
 import agent_lab.interfaces.cli.chat as cli_chat
 import agent_lab.interfaces.cli.compare_command as cli_compare
+import agent_lab.interfaces.cli.config_command as cli_config
 import agent_lab.interfaces.cli.demo as cli_demo
 import agent_lab.interfaces.cli.local as cli_local
 import agent_lab.interfaces.cli.replay_command as cli_replay
 import agent_lab.interfaces.cli.run as cli_run
 import agent_lab.interfaces.cli.serve as cli_serve
 import agent_lab.interfaces.cli.sessions as cli_sessions
-from agent_lab.interfaces.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, help_text, one_line
+from agent_lab import __version__
+from agent_lab.interfaces.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    CommandFailed,
+    help_text,
+    one_line,
+    print_error,
+)
 
 APP_HELP = """Agent Lab: run, watch, persist, replay and compare real-time tool-calling agents.
 
 Start with `agent-lab demo` (offline, no configuration). Point the lab at your own
 OpenAI-compatible endpoint with --base-url/OPENAI_BASE_URL, --model and --api-key.
+
+Settings, highest first: flags, --config FILE, ./agent-lab.toml,
+$XDG_CONFIG_HOME/agent-lab/config.toml (default ~/.config), the environment, defaults.
+`agent-lab config` shows the effective settings and where each came from.
 """
 
 
@@ -45,8 +58,12 @@ class OneLineErrors(TyperGroup):
     ) -> NoReturn:
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except typer.Abort:
+        except (typer.Abort, KeyboardInterrupt):
+            sys.stderr.write("error: interrupted\n")
             sys.exit(EXIT_INTERRUPTED)
+        except CommandFailed as exc:
+            print_error(str(exc))
+            sys.exit(exc.code)
         except BrokenPipeError:  # e.g. `agent-lab run ... --json | head`
             _silence_stdout()
             sys.exit(1)
@@ -97,9 +114,10 @@ def build_app() -> typer.Typer:
         rich_markup_mode="rich",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
-        add_completion=False,
+        add_completion=True,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
+    app.callback()(_root)
     app.command("demo", help=help_text(cli_demo.DEMO_HELP))(cli_demo.demo)
     app.command("run", help=help_text(cli_run.RUN_HELP))(cli_run.run)
     app.command("chat", help=help_text(cli_chat.CHAT_HELP))(cli_chat.chat)
@@ -109,7 +127,29 @@ def build_app() -> typer.Typer:
     app.command("simulate", help=help_text(cli_serve.SIMULATE_HELP))(cli_serve.simulate)
     app.command("serve", help=help_text(cli_serve.SERVE_HELP))(cli_serve.serve)
     app.add_typer(cli_local.build_local_app(), name="local")
+    app.command("config", help=help_text(cli_config.CONFIG_HELP))(cli_config.show_config)
     return app
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"agent-lab {__version__}")
+        raise typer.Exit(0)
+
+
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            callback=_show_version,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Agent Lab's command line (the options here come before the command)."""
 
 
 app = build_app()
@@ -117,4 +157,8 @@ app = build_app()
 
 def main() -> None:
     """Run the ``agent-lab`` command line (the console script)."""
-    app()
+    try:
+        app(prog_name="agent-lab")
+    except KeyboardInterrupt:  # Ctrl-C before the command took over
+        sys.stderr.write("error: interrupted\n")
+        sys.exit(EXIT_INTERRUPTED)

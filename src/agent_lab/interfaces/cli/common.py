@@ -13,19 +13,20 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 
 from agent_lab.application.contracts import ToolInvocationMode
+from agent_lab.application.protocol import ErrorMessage
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain import errors
+from agent_lab.interfaces.cli.options import ModeChoice
 from agent_lab.interfaces.settings import LabSettings, load_settings
 
 if TYPE_CHECKING:
@@ -37,14 +38,11 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 FAST_ENV = "AGENT_LAB_SIM_FAST"
 _PIPE_WIDTH = 120
+CORRUPT_STORE_HINT = (
+    "Keep a copy of that file, and start afresh with a new data directory "
+    "(--home DIR or AGENT_LAB_HOME) or another database (--db FILE)"
+)
 MODES: tuple[ToolInvocationMode, ...] = ("dual_agent", "chat_agent_tools")
-
-
-class ModeChoice(StrEnum):
-    """The ``--mode`` values."""
-
-    dual_agent = "dual_agent"
-    chat_agent_tools = "chat_agent_tools"
 
 
 def mode_value(choice: ModeChoice | None) -> str | None:
@@ -88,24 +86,44 @@ def describe_error(exc: errors.AgentLabError) -> tuple[int, str]:
         errors.SessionBusy,
         errors.StoreFormatError,
     )
+    if isinstance(exc, errors.StoreFormatError):
+        return EXIT_USAGE, f"{exc}. {CORRUPT_STORE_HINT}"
     if isinstance(exc, usage_errors):
         return EXIT_USAGE, str(exc)
     return EXIT_RUN_FAILED, str(exc)
 
 
-def run_failure(message: Mapping[str, Any]) -> tuple[int, str]:
-    """The exit code and one-line message for an ``error`` output of a run."""
+_EXIT_CODES: dict[str, int] = {
+    "usage": EXIT_USAGE,
+    "run_failed": EXIT_RUN_FAILED,
+    "interrupted": EXIT_INTERRUPTED,
+}
+_RUN_FAILURE_LINES: dict[str, str] = {
+    "cancelled": "turn cancelled",
+    "provider_error:http_401": ("the provider rejected the request (HTTP 401); check your API key"),
+    "provider_error:http_403": ("the provider rejected the request (HTTP 403); check your API key"),
+}
+"""Failures whose line replaces the runtime's message (it may quote the provider)."""
+_RUN_FAILURE_HINTS: dict[str, str] = {
+    "provider_error:unreachable": "check --base-url or OPENAI_BASE_URL",
+    "provider_error:http_404": "check --base-url and --model",
+}
+
+
+def run_failure(message: ErrorMessage) -> tuple[int, str]:
+    """The exit code and one-line message for an ``error`` output of a run.
+
+    The code comes from the ``exit_class`` the error carries; a few reasons get the
+    CLI's own wording or a hint about which flag to check.
+    """
     text = str(message.get("message") or "the run failed")
-    if message.get("failure_reason") == "cancelled":
-        return EXIT_INTERRUPTED, "turn cancelled"
-    if message.get("failure_reason") == "session_busy":
-        return EXIT_USAGE, text
     reason = str(message.get("failure_reason") or "")
-    if reason.startswith("provider_error:http_"):
-        return _http_failure(int(reason.removeprefix("provider_error:http_")), text)
-    if reason == "provider_error:unreachable":
-        return EXIT_USAGE, f"{text} (check --base-url or OPENAI_BASE_URL)"
-    return EXIT_RUN_FAILED, text
+    code = _EXIT_CODES.get(str(message.get("exit_class")), EXIT_RUN_FAILED)
+    if reason in _RUN_FAILURE_LINES:
+        return code, _RUN_FAILURE_LINES[reason]
+    if reason in _RUN_FAILURE_HINTS:
+        return code, f"{text} ({_RUN_FAILURE_HINTS[reason]})"
+    return code, text
 
 
 def _http_failure(status: int, text: str) -> tuple[int, str]:
@@ -116,10 +134,21 @@ def _http_failure(status: int, text: str) -> tuple[int, str]:
     return EXIT_RUN_FAILED, text
 
 
-def run_async(main: Callable[[], Coroutine[Any, Any, int]]) -> NoReturn:
-    """The CLI's single ``asyncio.run``: runs ``main`` and exits with its code."""
-    with guard():
-        code = asyncio.run(main())
+def run_async(
+    main: Callable[[], Coroutine[Any, Any, int]], *, interrupted: int = EXIT_INTERRUPTED
+) -> NoReturn:
+    """The CLI's single ``asyncio.run``: runs ``main`` and exits with its code.
+
+    A Ctrl-C that reaches this far (e.g. while the lab starts) ends the command with
+    ``interrupted``: 130 with an ``error: interrupted`` line, or quietly for ``0``.
+    """
+    try:
+        with guard():
+            code = asyncio.run(main())
+    except KeyboardInterrupt:
+        if interrupted != EXIT_OK:
+            print_error("interrupted")
+        raise typer.Exit(interrupted) from None
     raise typer.Exit(code)
 
 
@@ -226,10 +255,30 @@ class LabOptions:
         Raises:
             ConfigError: bad TOML, unknown keys or values out of range.
         """
-        settings = load_settings(flags=self.flags(), config_file=self.config)
+        settings = load_settings(flags=self.flags(), config_file=self.config, discover=True)
+        check_home(settings)
         if self.offline:
             overrides = {"base_url": None, **overrides}
         return settings.model_copy(update=overrides) if overrides else settings
+
+
+def check_home(settings: LabSettings) -> None:
+    """Fail with a plain message when the data directory or the database's folder is a file.
+
+    Raises:
+        ConfigError: ``home`` (``--home``, ``AGENT_LAB_HOME``) or the database's folder is
+            an existing file.
+    """
+    home = settings.home
+    if home is not None and home.expanduser().is_file():
+        raise errors.ConfigError(
+            f"the data directory {home} is a file, not a directory "
+            "(point --home or AGENT_LAB_HOME at a directory)"
+        )
+    if settings.db_path is not None and settings.db_path.expanduser().parent.is_file():
+        raise errors.ConfigError(
+            f"the database's folder {settings.db_path.parent} is a file, not a directory"
+        )
 
 
 def as_mode(value: object) -> ToolInvocationMode | None:
@@ -300,97 +349,8 @@ def on_interrupt(callback: Callable[[], None]) -> Iterator[None]:
 
 
 def require_session(lab: Lab, session_id: str) -> dict[str, Any]:
-    """The persisted session, or a usage error naming the unknown id."""
+    """The persisted session with this id or unique id prefix, or a usage error."""
+    from agent_lab.interfaces.cli.session_ids import find_session
+
     assert lab.store is not None
-    session = lab.store.get_session(session_id)
-    if session is None:
-        fail(f"unknown session id: {session_id!r} (see `agent-lab sessions list`)")
-    return session
-
-
-# Options shared by several commands (typer reads these ``Annotated`` aliases).
-BaseUrlOption = Annotated[
-    str | None,
-    typer.Option(
-        "--base-url",
-        help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 (env OPENAI_BASE_URL). "
-        "Without one, the built-in simulated model answers.",
-        show_default=False,
-    ),
-]
-ApiKeyOption = Annotated[
-    str | None,
-    typer.Option(
-        "--api-key",
-        help="API key for --base-url (env OPENAI_API_KEY); never printed or stored.",
-        show_default=False,
-    ),
-]
-ModelOption = Annotated[
-    str | None,
-    typer.Option("--model", help="Chat model name (env AGENT_LAB_MODEL).", show_default=False),
-]
-EventModelOption = Annotated[
-    str | None,
-    typer.Option(
-        "--event-model",
-        help="Model of the event agent's argument calls (default: the chat model).",
-        show_default=False,
-    ),
-]
-ModeOption = Annotated[
-    ModeChoice | None,
-    typer.Option(
-        "--mode",
-        help="How tools are called: dual_agent (default) or chat_agent_tools.",
-        show_default=False,
-    ),
-]
-ToolOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--tool",
-        help="Enable this tool (repeatable); default: every built-in tool.",
-        show_default=False,
-    ),
-]
-MaxLoopsOption = Annotated[
-    int | None,
-    typer.Option(
-        "--max-event-loops", min=0, help="Tool rounds allowed per user turn.", show_default=False
-    ),
-]
-SystemOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--system", help="A system prompt (repeatable); replaces the default.", show_default=False
-    ),
-]
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--config", help="Settings file (TOML, keys as in docs/configuration.md).", dir_okay=False
-    ),
-]
-DbOption = Annotated[
-    Path | None,
-    typer.Option("--db", help="Session database (env AGENT_LAB_DB).", dir_okay=False),
-]
-HomeOption = Annotated[
-    Path | None,
-    typer.Option("--home", help="Data directory (env AGENT_LAB_HOME).", file_okay=False),
-]
-LocalOption = Annotated[
-    bool,
-    typer.Option("--local", help="Run the bundled small model (needs the 'local' extra)."),
-]
-FastOption = Annotated[
-    bool,
-    typer.Option("--fast", help="Simulated model without latency (also env AGENT_LAB_SIM_FAST=1)."),
-]
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print the output protocol as JSON lines.")
-]
-AuditOption = Annotated[
-    bool, typer.Option("--audit", help="Include the audit records (with --json, or as lines).")
-]
+    return find_session(lab.store, session_id)

@@ -7,6 +7,7 @@ from the same tool state and the user's own notes, calendar and volume are untou
 
 from __future__ import annotations
 
+import asyncio
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -130,15 +131,23 @@ async def run_scenario(
     scenario: Scenario,
     mode: ToolInvocationMode,
     hooks: TurnHooks | None = None,
+    *,
+    tag: str | None = None,
 ) -> SessionRun:
     """Run every user turn of ``scenario`` as one persisted session in ``mode``.
 
     A turn starts once the previous one ended; a tool that terminates the session ends
-    the scenario early.
+    the scenario early. A ``tag`` such as ``[compare demo #3]`` goes in front of the
+    session's title, so repeated sessions stay apart in ``agent-lab sessions list``.
     """
     hooks = hooks or TurnHooks()
     request = scenario_request(lab, scenario, mode)
     assert lab.chat_client is not None and lab.store is not None
+    if tag is not None:
+        snapshot = request.model_dump(mode="json", exclude={"user_message", "session_id"})
+        title = f"{tag} {' '.join(request.user_message.split())}"
+        session_id = await asyncio.to_thread(lab.store.create_session, title, snapshot)
+        request = request.model_copy(update={"session_id": session_id})
     with scratch_registry() as registry:
         runtime = DebugRuntime(lab.chat_client, registry=registry, session_store=lab.store)
         driver = SessionDriver(runtime, hooks.observer)
@@ -147,7 +156,7 @@ async def run_scenario(
         finally:
             await driver.aclose()
     summary = lab.store.usage_summary(driver.session_id) if driver.session_id else {}
-    errors = [str((end.error or {}).get("message")) for end in ends if end.error]
+    errors = [end.error["message"] for end in ends if end.error]
     return SessionRun(mode, driver.session_id, turn_samples(ends, summary), summary, errors)
 
 

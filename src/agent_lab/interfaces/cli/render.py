@@ -18,6 +18,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent_lab.application.protocol import (
+    AuditMessage,
+    EventMessage,
+    OutputMessage,
+    RoundStatsMessage,
+    ToolResultMessage,
+)
+
 __all__ = [
     "ConversationRenderer",
     "JsonLinesWriter",
@@ -41,25 +49,25 @@ def short(text: str, limit: int = _RESULT_PREVIEW) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def round_chip(message: Mapping[str, Any], *, usage_reported: bool = True) -> Text:
+def round_chip(message: RoundStatsMessage, *, usage_reported: bool = True) -> Text:
     """The one-line stats chip of a ``round_stats`` message.
 
     ``usage_reported=False`` (no ``usage`` message in the round) shows the tokens as not
     reported rather than as zero.
     """
-    ttft = message.get("ttft_ms")
+    ttft = message["ttft_ms"]
     tokens = (
-        f"{message.get('total_tokens', 0)} tok ({message.get('cached_tokens', 0)} cached)"
+        f"{message['total_tokens']} tok ({message['cached_tokens']} cached)"
         if usage_reported
         else "tokens not reported"
     )
     parts = [
-        f"round {message.get('round_index')}",
+        f"round {message['round_index']}",
         f"TTFT {ttft} ms" if ttft is not None else "no text",
-        f"{message.get('elapsed_ms')} ms",
+        f"{message['elapsed_ms']} ms",
         tokens,
     ]
-    if message.get("had_event"):
+    if message["had_event"]:
         parts.append("tools")
     return Text("  [" + " · ".join(parts) + "]", style="dim")
 
@@ -84,19 +92,30 @@ class ConversationRenderer:
         self._line_open = False
         self._usage_seen = False
 
-    def render(self, message: Mapping[str, Any]) -> None:
+    def render(self, message: OutputMessage) -> None:
         """Print one output message."""
-        kind = message.get("type")
-        if kind == "message_delta":
-            self._delta(str(message.get("content", "")))
-            return
-        if kind == "usage":
+        if message["type"] == "message_delta":
+            self._delta(message["content"])
+        elif message["type"] == "usage":
             self._usage_seen = True
-            return
-        handler = _HANDLERS.get(str(kind))
-        if handler is not None:
+        elif message["type"] == "event":
             self.end_line()
-            handler(self, message)
+            self._event(message)
+        elif message["type"] == "tool_result":
+            self.end_line()
+            self._tool_result(message)
+        elif message["type"] == "round_stats":
+            self.end_line()
+            self._round_stats(message)
+        elif message["type"] == "session_started":
+            self.end_line()
+            if "session_id" in message:
+                self.console.print(Text(f"session {message['session_id']}", style="dim"))
+        elif message["type"] == "audit":
+            self.end_line()
+            self._audit(message)
+        elif message["type"] in ("turn_started", "turn_completed", "done"):
+            self.end_line()
 
     def user(self, text: str) -> None:
         """Print a user message, as the chat echo of a turn."""
@@ -122,48 +141,28 @@ class ConversationRenderer:
             self._line_open = True
         self.console.print(Text(content), end="")
 
-    def _event(self, message: Mapping[str, Any]) -> None:
-        event = message.get("event") or {}
-        arguments = event.get("arguments") or {}
+    def _event(self, message: EventMessage) -> None:
+        event = message["event"]
+        arguments = event["arguments"]
         shown = f" {short(json.dumps(arguments, ensure_ascii=False))}" if arguments else ""
-        self.console.print(Text(f"  ⚡ event {event.get('name')}{shown}", style="cyan"))
+        self.console.print(Text(f"  ⚡ event {event['name']}{shown}", style="cyan"))
 
-    def _tool_result(self, message: Mapping[str, Any]) -> None:
-        result = message.get("message") or {}
-        content = str(result.get("content") or "")
+    def _tool_result(self, message: ToolResultMessage) -> None:
+        result = message["message"]
+        content = result["content"]
         style = "red" if '"error"' in content else "magenta"
-        self.console.print(Text(f"  ↳ {result.get('name')}: {short(content)}", style=style))
+        self.console.print(Text(f"  ↳ {result['name']}: {short(content)}", style=style))
 
-    def _round_stats(self, message: Mapping[str, Any]) -> None:
+    def _round_stats(self, message: RoundStatsMessage) -> None:
         if self.show_stats:
             self.console.print(round_chip(message, usage_reported=self._usage_seen))
         self._usage_seen = False
 
-    def _session_started(self, message: Mapping[str, Any]) -> None:
-        if message.get("session_id"):
-            self.console.print(Text(f"session {message['session_id']}", style="dim"))
-
-    def _audit(self, message: Mapping[str, Any]) -> None:
+    def _audit(self, message: AuditMessage) -> None:
         if not self.show_audits:
             return
-        details = message.get("details") or {}
-        elapsed = details.get("turn_elapsed_ms")
-        self.console.print(Text(f"  · +{elapsed} ms {message.get('event')}", style="dim blue"))
-
-    def _ignore(self, message: Mapping[str, Any]) -> None:
-        return
-
-
-_HANDLERS = {
-    "event": ConversationRenderer._event,
-    "tool_result": ConversationRenderer._tool_result,
-    "round_stats": ConversationRenderer._round_stats,
-    "session_started": ConversationRenderer._session_started,
-    "audit": ConversationRenderer._audit,
-    "turn_started": ConversationRenderer._ignore,
-    "turn_completed": ConversationRenderer._ignore,
-    "done": ConversationRenderer._ignore,
-}
+        elapsed = message["details"]["turn_elapsed_ms"]
+        self.console.print(Text(f"  · +{elapsed} ms {message['event']}", style="dim blue"))
 
 
 class JsonLinesWriter:
@@ -173,9 +172,9 @@ class JsonLinesWriter:
         self.stream = stream
         self.audits = audits
 
-    def render(self, message: Mapping[str, Any]) -> None:
+    def render(self, message: OutputMessage) -> None:
         """Write one message as a line, unless it is an audit nobody asked for."""
-        if message.get("type") == "audit" and not self.audits:
+        if message["type"] == "audit" and not self.audits:
             return
         self.stream.write(orjson.dumps(message, default=str).decode() + "\n")
         self.stream.flush()
@@ -199,13 +198,13 @@ def sessions_table(sessions: Sequence[Mapping[str, Any]]) -> Table:
     table = Table(title="sessions", title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("id", no_wrap=True, min_width=32)
     table.add_column("title", no_wrap=True, overflow="ellipsis", ratio=1, min_width=12)
-    table.add_column("mode", no_wrap=True, min_width=10)
-    table.add_column("turns", justify="right", min_width=5)
+    table.add_column("mode", no_wrap=True, min_width=16)
+    table.add_column("turns", justify="right", no_wrap=True, min_width=5)
     table.add_column("updated", no_wrap=True, min_width=16)
     for session in sessions:
         table.add_row(
             str(session["id"]),
-            str(session.get("title") or ""),
+            Text(str(session.get("title") or "")),  # a title is text, never markup
             str(session.get("mode") or ""),
             str(session.get("turn_count", "")),
             str(session.get("updated_at") or "")[:16].replace("T", " "),

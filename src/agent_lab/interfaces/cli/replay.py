@@ -18,10 +18,10 @@ visible text, events, tool results (ids and timestamps ignored) and round counts
 from __future__ import annotations
 
 import asyncio
-import re
 import tempfile
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import takewhile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,6 +36,13 @@ from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.interfaces.cli.common import scratch_registry
 from agent_lab.interfaces.cli.driver import SessionDriver, TurnHooks, drive_turns
+from agent_lab.interfaces.cli.replay_compare import (
+    TurnRecord,
+    compare_turns,
+    differing_result_keys,
+    normalize,
+    turn_records,
+)
 
 __all__ = [
     "RecordedCall",
@@ -51,9 +58,6 @@ __all__ = [
 ]
 
 REPLAY_BASE_URL = "http://replay.agent-lab.invalid/v1"
-VOLATILE_KEYS = frozenset({"id", "created_at", "updated_at", "timestamp", "landed_at"})
-_VOLATILE_VALUE = re.compile(r"\b(?:evt|call|cal|note|chatcmpl)[_-][0-9A-Za-z]{6,}\b")
-_MAX_SHOWN = 160
 
 
 # ------------------------------------------------------------------ recording
@@ -84,6 +88,12 @@ class Recording:
     user_turns: list[str]
     chat_calls: list[RecordedCall]
     event_calls: list[RecordedCall]
+    ended_early: str | None = None
+    """Why the replay stops before the recording's last turn (a failed or cancelled turn)."""
+
+
+REPLAYABLE = frozenset({"completed", "terminated"})
+"""Turn statuses whose recording is complete; a replay stops at the first other one."""
 
 
 def load_recording(store: SessionStore, session_id: str) -> Recording:
@@ -97,13 +107,44 @@ def load_recording(store: SessionStore, session_id: str) -> Recording:
     if session is None:
         raise SessionNotFound(session_id)
     summary = store.usage_summary(session_id)
-    turns = [str(turn["user_message"]) for turn in summary["turns"] if turn.get("user_message")]
-    if not turns:
+    rows = [turn for turn in summary["turns"] if turn.get("user_message")]
+    if not rows:
         raise UsageError(f"session {session_id!r} has no recorded turns to replay")
+    complete = list(takewhile(lambda turn: turn.get("status") in REPLAYABLE, rows))
+    ended_early = _ended_early(session_id, rows, len(complete))
+    turns = [str(turn["user_message"]) for turn in complete]
     request = _recorded_request(session, session_id, turns[0])
     timing = _call_timing(summary["calls"])
     chat, event = _recorded_calls(store.list_audit_logs(session_id), timing)
-    return Recording(session_id, request, turns, chat, event)
+    last = int(complete[-1]["turn_index"])
+    chat = [call for call in chat if call.turn_index <= last]
+    event = [call for call in event if call.turn_index <= last]
+    return Recording(session_id, request, turns, chat, event, ended_early)
+
+
+def _ended_early(session_id: str, rows: Sequence[Mapping[str, Any]], complete: int) -> str | None:
+    """Explain a recording that stops at a failed or cancelled turn (``None``: it does not).
+
+    Raises:
+        UsageError: already the first turn is incomplete, so nothing can be replayed.
+    """
+    if complete == len(rows):
+        return None
+    stopped = rows[complete]
+    index, status = stopped["turn_index"], stopped.get("status") or "unfinished"
+    why = (
+        f"turn {index} was {status} in the recording, so its recorded model calls end early"
+        " and cannot be replayed"
+    )
+    if complete == 0:
+        raise UsageError(
+            f"session {session_id!r} cannot be replayed: {why}; only completed turns can be,"
+            " and this session has none before it"
+        )
+    later = len(rows) - complete - 1
+    replayed = "turn 1 is" if complete == 1 else f"turns 1–{complete} are"
+    skipped = f"turn {index} and the {later} turn(s) after it are" if later else f"turn {index} is"
+    return f"{why}; {replayed} replayed and compared, {skipped} not"
 
 
 def _recorded_request(
@@ -263,152 +304,6 @@ class ReplayTransport(httpx.AsyncBaseTransport):
         return None
 
 
-# ------------------------------------------------------------------ comparison
-
-
-@dataclass(frozen=True)
-class TurnRecord:
-    """What is compared of one turn."""
-
-    turn_index: int
-    status: str | None
-    round_count: int | None
-    text: str
-    events: list[Any] = field(default_factory=list)
-    tool_results: list[Any] = field(default_factory=list)
-
-
-def normalize(value: Any, ignore: frozenset[str] = frozenset()) -> Any:
-    """``value`` with volatile ids and timestamps replaced, JSON strings parsed.
-
-    Keys named ``id``, ``*_id``, ``created_at``, ``updated_at``, ``timestamp`` (and
-    ``ignore``) become ``"<volatile>"``; generated ids inside strings become ``<id>``.
-    """
-    if isinstance(value, dict):
-        return {
-            key: "<volatile>" if _volatile(key, ignore) else normalize(item, ignore)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [normalize(item, ignore) for item in value]
-    if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in ("{", "["):
-            try:
-                return normalize(orjson.loads(stripped), ignore)
-            except orjson.JSONDecodeError:
-                pass
-        return _VOLATILE_VALUE.sub("<id>", value)
-    return value
-
-
-def _volatile(key: str, ignore: frozenset[str]) -> bool:
-    return key in VOLATILE_KEYS or key.endswith("_id") or key in ignore
-
-
-def turn_records(
-    store: SessionStore, session_id: str, ignore: frozenset[str] = frozenset()
-) -> list[TurnRecord]:
-    """Read back every turn of a session in the form that is compared."""
-    summary = store.usage_summary(session_id)
-    texts: dict[int, str] = {}
-    for message in store.list_messages(session_id):
-        if message.get("role") == "assistant" and message.get("content"):
-            index = int(message["turn_index"])
-            texts[index] = texts.get(index, "") + str(message["content"])
-    events: dict[int, list[Any]] = {}
-    for audit in store.list_audit_logs(session_id):
-        if audit.get("event") == "chat_event_detected":
-            details = audit.get("details") or {}
-            event = details.get("event") or {}
-            entry = [details.get("round_index"), event.get("name"), event.get("arguments")]
-            events.setdefault(int(audit.get("turn_index") or 0), []).append(
-                normalize(entry, ignore)
-            )
-    results = _tool_results(store.list_batches(session_id), ignore)
-    return [
-        TurnRecord(
-            turn_index=int(turn["turn_index"]),
-            status=turn.get("status"),
-            round_count=turn.get("round_count"),
-            text=texts.get(int(turn["turn_index"]), ""),
-            events=events.get(int(turn["turn_index"]), []),
-            tool_results=results.get(int(turn["turn_index"]), []),
-        )
-        for turn in summary["turns"]
-    ]
-
-
-def _tool_results(
-    batches: Iterable[Mapping[str, Any]], ignore: frozenset[str]
-) -> dict[int, list[Any]]:
-    results: dict[int, list[Any]] = {}
-    for batch in batches:
-        for call in batch.get("calls") or []:
-            event = call.get("event") or {}
-            result = call.get("result") or {}
-            entry = [batch.get("round_index"), event.get("name"), call.get("state")]
-            entry.append(normalize(result.get("content"), ignore))
-            results.setdefault(int(batch.get("turn_index") or 0), []).append(entry)
-    return results
-
-
-def compare_turns(recorded: Sequence[TurnRecord], replayed: Sequence[TurnRecord]) -> list[str]:
-    """Human-readable differences between two sessions' turns (empty when identical)."""
-    differences: list[str] = []
-    mine = {turn.turn_index: turn for turn in replayed}
-    for turn in recorded:
-        other = mine.pop(turn.turn_index, None)
-        if other is None:
-            differences.append(f"turn {turn.turn_index}: recorded, but not reached in the replay")
-            continue
-        differences += _turn_differences(turn, other)
-    differences += [f"turn {index}: replayed, but not in the recording" for index in sorted(mine)]
-    return differences
-
-
-def _turn_differences(recorded: TurnRecord, replayed: TurnRecord) -> list[str]:
-    where = f"turn {recorded.turn_index}"
-    found = []
-    for name in ("status", "round_count"):
-        before, after = getattr(recorded, name), getattr(replayed, name)
-        if before != after:
-            found.append(f"{where}: {name.replace('_', ' ')} {before} → {after}")
-    if recorded.text != replayed.text:
-        found.append(f"{where}: visible text differs\n{_text_diff(recorded.text, replayed.text)}")
-    if recorded.events != replayed.events:
-        found.append(f"{where}: events {_shown(recorded.events)} → {_shown(replayed.events)}")
-    for before, after in _pairs(recorded.tool_results, replayed.tool_results):
-        if before != after:
-            found.append(f"{where}: tool result {_shown(before)} → {_shown(after)}")
-    return found
-
-
-def _pairs(left: Sequence[Any], right: Sequence[Any]) -> Iterable[tuple[Any, Any]]:
-    for index in range(max(len(left), len(right))):
-        yield (
-            left[index] if index < len(left) else None,
-            right[index] if index < len(right) else None,
-        )
-
-
-def _text_diff(before: str, after: str) -> str:
-    at = next(
-        (i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b),
-        min(len(before), len(after)),
-    )
-    start = max(0, at - 40)
-    return (
-        f"    recorded: …{before[start : start + _MAX_SHOWN]!r}\n"
-        f"    replayed: …{after[start : start + _MAX_SHOWN]!r}"
-    )
-
-
-def _shown(value: Any) -> str:
-    text = orjson.dumps(value, default=str).decode()
-    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 1] + "…"
-
-
 # ------------------------------------------------------------------ replay
 
 
@@ -419,6 +314,10 @@ class ReplayReport:
     session_id: str
     turns: int
     differences: list[str]
+    notes: list[str] = field(default_factory=list)
+    """What the replay left out, e.g. a failed turn and those after it."""
+    differing_keys: list[str] = field(default_factory=list)
+    """Keys inside tool results whose values differ (candidates for ``--ignore-key``)."""
 
     @property
     def identical(self) -> bool:
@@ -448,14 +347,17 @@ async def replay_session(
     ):
         await _drive(recording, transport, scratch, hooks or TurnHooks())
         replayed = turn_records(scratch, session_id, ignore)
-    differences = compare_turns(turn_records(store, session_id, ignore), replayed)
+    recorded = turn_records(store, session_id, ignore)[: len(recording.user_turns)]
+    differences = compare_turns(recorded, replayed)
     differences += [f"the replay made {what} the recording lacks" for what in transport.unexpected]
     differences += [
         f"the recorded {call.kind} call of turn {call.turn_index}, round {call.round_index}, "
         "was not made"
         for call in transport.unused
     ]
-    return ReplayReport(session_id, len(recording.user_turns), differences)
+    notes = [recording.ended_early] if recording.ended_early else []
+    keys = differing_result_keys(recorded, replayed)
+    return ReplayReport(session_id, len(recording.user_turns), differences, notes, keys)
 
 
 async def _drive(

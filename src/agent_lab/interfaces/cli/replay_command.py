@@ -11,14 +11,17 @@ from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
     EXIT_RUN_FAILED,
-    DbOption,
-    HomeOption,
     LabOptions,
     run_async,
     stdout_console,
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
+from agent_lab.interfaces.cli.options import (
+    DbOption,
+    HomeOption,
+)
 from agent_lab.interfaces.cli.render import ConversationRenderer
+from agent_lab.interfaces.cli.session_ids import find_session
 
 if TYPE_CHECKING:
     from agent_lab.interfaces.cli.replay import ReplayReport
@@ -75,8 +78,9 @@ async def _replay(
     from agent_lab.interfaces.cli.replay import replay_session
 
     with SQLiteSessionStore(options.settings().database()) as store:
+        session_id = str(find_session(store, session_id)["id"])
         report = await replay_session(store, session_id, speed=speed, hooks=hooks, ignore=ignore)
-    print_report(console, report)
+    print_report(console, report, ignore)
     return EXIT_OK if report.identical else EXIT_RUN_FAILED
 
 
@@ -87,9 +91,13 @@ def _live(renderer: ConversationRenderer) -> TurnHooks:
     return TurnHooks(renderer.render, renderer.user, after_turn)
 
 
-def print_report(console: Console, report: ReplayReport) -> None:
-    """The verdict, then one entry per difference."""
+def print_report(
+    console: Console, report: ReplayReport, ignored: frozenset[str] = frozenset()
+) -> None:
+    """The notes, the verdict, then one entry per difference and a hint for tool state."""
     console.rule("replay")
+    for note in report.notes:
+        console.print(f"note: {note}", style="yellow", markup=False)
     if report.identical:
         console.print(
             f"[green]identical[/green]: {report.turns} turn(s) of session {report.session_id} "
@@ -99,3 +107,16 @@ def print_report(console: Console, report: ReplayReport) -> None:
     console.print(f"[red]{len(report.differences)} difference(s)[/red] from the recording:")
     for difference in report.differences:
         console.print(f"  - {difference}", markup=False)
+    if report.differing_keys:
+        console.print(tool_state_hint(report, ignored), markup=False)
+
+
+def tool_state_hint(report: ReplayReport, ignored: frozenset[str]) -> str:
+    """Why tool results can differ, and the command that ignores the differing keys."""
+    flags = " ".join(f"--ignore-key {key}" for key in sorted({*ignored, *report.differing_keys}))
+    return (
+        "hint: the replay runs the tools on a fresh state, while the recorded session ran on"
+        " the tool state it found (for example a volume set earlier), so state-dependent"
+        f" fields ({', '.join(report.differing_keys)}) can differ. If those are the only"
+        f" differences, ignore them: agent-lab replay {report.session_id} {flags}"
+    )

@@ -4,30 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.protocol import DoneMessage, ErrorMessage
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
-    ApiKeyOption,
-    AuditOption,
-    BaseUrlOption,
-    ConfigOption,
-    DbOption,
-    EventModelOption,
-    HomeOption,
-    JsonOption,
     LabOptions,
-    LocalOption,
-    MaxLoopsOption,
-    ModelOption,
-    ModeOption,
-    SystemOption,
-    ToolOption,
     as_mode,
     fail,
     mode_value,
@@ -39,6 +26,22 @@ from agent_lab.interfaces.cli.common import (
     run_async,
     run_failure,
     stdout_console,
+)
+from agent_lab.interfaces.cli.options import (
+    ApiKeyOption,
+    AuditOption,
+    BaseUrlOption,
+    ConfigOption,
+    DbOption,
+    EventModelOption,
+    HomeOption,
+    JsonOption,
+    LocalOption,
+    MaxLoopsOption,
+    ModelOption,
+    ModeOption,
+    SystemOption,
+    ToolOption,
 )
 from agent_lab.interfaces.cli.render import ConversationRenderer, JsonLinesWriter
 
@@ -61,14 +64,38 @@ Examples:
 
   agent-lab run "Schedule a call tomorrow at 3pm" --mode chat_agent_tools --json
 
-  agent-lab run "And remind me what we said" --session 3f2a...
+  agent-lab run "And remind me what we said" --session 3f2a   # a unique id prefix
+
+  git diff | agent-lab run -                  # the message from stdin
+
+  agent-lab run --file question.txt
 
   agent-lab run "Hi" --base-url http://127.0.0.1:8000/v1 --model qwen2.5 --tool handoff_note
 """
 
 
+_HOW = (
+    "give it as an argument, as - to read stdin, or with --file PATH (see `agent-lab run --help`)"
+)
+
+FileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--file",
+        "-f",
+        help="Read the user message from this file (any size).",
+        dir_okay=False,
+        show_default=False,
+    ),
+]
+
+
 def run(
-    message: Annotated[str, typer.Argument(help="The user message.", show_default=False)],
+    message: Annotated[
+        str | None,
+        typer.Argument(help="The user message; - reads it from stdin.", show_default=False),
+    ] = None,
+    file: FileOption = None,
     mode: ModeOption = None,
     base_url: BaseUrlOption = None,
     api_key: ApiKeyOption = None,
@@ -100,9 +127,37 @@ def run(
         home=home,
         local=local,
     )
-    if not message.strip():
-        fail("the message is empty")
-    run_async(lambda: _run(options, message, session, as_json=as_json, audit=audit))
+    text = read_message(message, file)
+    run_async(lambda: _run(options, text, session, as_json=as_json, audit=audit))
+
+
+def read_message(message: str | None, file: Path | None) -> str:
+    """The user message: the argument, stdin for ``-``, or the ``--file`` contents.
+
+    Raises:
+        CommandFailed: no message, both a message and ``--file``, an unreadable file, or
+            an empty message (a usage error, exit code 2).
+    """
+    if message is not None and file is not None:
+        fail("give the message or --file, not both")
+    if file is not None:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"cannot read {file}: {_reason(exc)}")
+    elif message == "-":
+        text = sys.stdin.read()
+    elif message is None:
+        fail(f"missing the message; {_HOW}")
+    else:
+        text = message
+    if not text.strip():
+        fail(f"the message is empty; {_HOW}")
+    return text
+
+
+def _reason(exc: Exception) -> str:
+    return str(getattr(exc, "strerror", None) or exc)
 
 
 async def _run(
@@ -119,7 +174,7 @@ async def _run(
         last = await stream_turn(lab.runtime(), request, sink)
         if isinstance(sink, ConversationRenderer):
             sink.end_line()
-    if last.get("type") == "done":
+    if last["type"] == "done":
         return EXIT_OK
     code, line = run_failure(last)
     print_error(line)
@@ -133,6 +188,7 @@ def build_request(
     mode = options.mode
     if session_id is not None:
         session = require_session(lab, session_id)
+        session_id = str(session["id"])
         mode = mode or session.get("mode")
     return lab.request(message, session_id=session_id, mode=as_mode(mode))
 
@@ -141,7 +197,7 @@ async def stream_turn(
     runtime: DebugRuntime,
     request: DebugRunRequest,
     sink: JsonLinesWriter | ConversationRenderer,
-) -> Mapping[str, Any]:
+) -> DoneMessage | ErrorMessage:
     """Run one turn, render every output, and return the final ``done`` or ``error``.
 
     The first Ctrl-C cancels the turn through ``runtime.cancel_turn()``; a second one
@@ -157,16 +213,22 @@ async def stream_turn(
             assert main is not None
             main.cancel()
 
-    last: Mapping[str, Any] = {"type": "error", "message": "the run ended without output"}
+    last: DoneMessage | ErrorMessage = {"type": "error", "message": "the run ended without output"}
     try:
         with on_interrupt(interrupt):
             async for output in runtime.run(request):
                 sink.render(output)
-                last = output
+                if output["type"] == "done" or output["type"] == "error":
+                    last = output
     except asyncio.CancelledError:
         if main is not None:
             main.uncancel()
-        return {"type": "error", "message": "interrupted", "failure_reason": "cancelled"}
+        return {
+            "type": "error",
+            "message": "interrupted",
+            "failure_reason": "cancelled",
+            "exit_class": "interrupted",
+        }
     finally:
         await runtime.aclose()
     return last

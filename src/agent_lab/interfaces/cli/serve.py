@@ -14,19 +14,22 @@ import typer
 
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
-    ApiKeyOption,
-    BaseUrlOption,
-    ConfigOption,
-    DbOption,
-    HomeOption,
     LabOptions,
-    LocalOption,
-    ModelOption,
     fail,
     guard,
     open_lab,
     run_async,
 )
+from agent_lab.interfaces.cli.options import (
+    ApiKeyOption,
+    BaseUrlOption,
+    ConfigOption,
+    DbOption,
+    HomeOption,
+    LocalOption,
+    ModelOption,
+)
+from agent_lab.interfaces.settings import SIMULATED_MODEL
 
 SIMULATE_DEFAULT_PORT = 8766
 """Not the web lab's 8765, so ``simulate`` and ``serve`` run side by side."""
@@ -88,8 +91,19 @@ def simulate(
 
 def _announce_simulator(base_url: str) -> None:
     typer.echo(f"simulated model listening on {base_url}")
-    typer.echo(f"  export OPENAI_BASE_URL={base_url}   # then: agent-lab run 'hello'")
+    typer.echo("  use it from another shell:")
+    for line in simulator_hints(base_url):
+        typer.echo(f"    {line}")
     typer.echo("  press Ctrl-C to stop")
+
+
+def simulator_hints(base_url: str) -> list[str]:
+    """The shell lines that point ``agent-lab`` (or any OpenAI client) at the simulator."""
+    return [
+        f"export OPENAI_BASE_URL={base_url} OPENAI_API_KEY=not-needed"
+        f" AGENT_LAB_MODEL={SIMULATED_MODEL}",
+        "agent-lab run 'hello'",
+    ]
 
 
 def serve(
@@ -133,10 +147,8 @@ def serve(
 
         with _bind(host, port) as sock:
             raise typer.Exit(serve_in_workers(sock, workers, options, binding))
-    try:
-        run_async(lambda: _serve(options, create_app, binding))
-    except KeyboardInterrupt:  # Ctrl-C is how a server is meant to stop
-        raise typer.Exit(EXIT_OK) from None
+    # Ctrl-C is how a server is meant to stop: exit code 0
+    run_async(lambda: _serve(options, create_app, binding), interrupted=EXIT_OK)
 
 
 def _web_app_factory() -> Callable[..., Any]:

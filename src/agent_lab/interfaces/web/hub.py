@@ -1,8 +1,9 @@
 """Live sessions of the web lab: runtimes owned by the server, not by any socket.
 
-A ``LiveSession`` runs one ``DebugRuntime`` session and a pump task that stamps every
-output message with a per-session ``offset``, keeps the last frames in a bounded
-replay buffer and fans each frame out to the subscribed connections. Fan-out never
+A ``LiveSession`` runs one ``DebugRuntime.session()`` handle and a pump task that
+iterates its output, stamps every message with a per-session ``offset``, keeps the
+last frames in a bounded replay buffer and fans each frame out to the subscribed
+connections (``frames.py``). Fan-out never
 waits: every connection has a bounded ``Outbox``; when one is full, that connection
 is dropped (its socket is closed with code 1008) and the session goes on.
 
@@ -19,82 +20,35 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
-import orjson
+from contextlib import AsyncExitStack
 
 from agent_lab.application.contracts import DebugRunRequest
-from agent_lab.application.queues import RuntimeQueues
-from agent_lab.application.runtime import DebugRuntime
+from agent_lab.application.protocol import OutputMessage
+from agent_lab.application.runtime import DebugRuntime, RuntimeSession
 from agent_lab.domain.errors import SessionNotFound
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.interfaces.lab import Lab
+from agent_lab.interfaces.web.frames import (
+    CLOSE_SLOW_CONSUMER,
+    Frame,
+    Outbox,
+    Replay,
+    UserMessageFrame,
+    dumps,
+)
 from agent_lab.interfaces.web.options import WebOptions
 from agent_lab.interfaces.web.protocol import ConnectionOverride
 
-CLOSE_SLOW_CONSUMER = 1008
-"""Close code of a connection whose send buffer overflowed (it may resume)."""
-_STOP_TIMEOUT_SECONDS = 10.0
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One stream frame: its offset and its JSON text ``{"offset", "message"}``."""
-
-    offset: int
-    text: str
-
-
-def dumps(value: Any) -> str:
-    """JSON text of a frame or control message (anything odd becomes a string)."""
-    return orjson.dumps(value, default=_fallback).decode()
-
-
-def _fallback(value: object) -> object:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    return str(value)
-
-
-class Outbox:
-    """The bounded send buffer of one connection; it never blocks its producers."""
-
-    def __init__(self, maxsize: int) -> None:
-        self._queue: asyncio.Queue[str] = asyncio.Queue(maxsize)
-        self.dropped = asyncio.Event()
-        """Set when the buffer overflowed; the connection must be closed."""
-
-    def offer(self, text: str) -> bool:
-        """Queue ``text``; on overflow mark the outbox dropped and return ``False``."""
-        if self.dropped.is_set():
-            return False
-        try:
-            self._queue.put_nowait(text)
-        except asyncio.QueueFull:
-            self.dropped.set()
-            return False
-        return True
-
-    async def get(self) -> str:
-        return await self._queue.get()
-
-
-@dataclass(frozen=True)
-class Replay:
-    """What a new subscriber needs before live frames.
-
-    Attributes:
-        frames: Buffered frames to send first, in order.
-        history_before: ``None`` when ``frames`` continue the client's offset;
-            otherwise send the stored history of turns before this index first.
-        truncated: The turn in progress began before the oldest buffered frame.
-    """
-
-    frames: list[Frame]
-    history_before: int | None
-    truncated: bool = False
+__all__ = [
+    "CLOSE_SLOW_CONSUMER",
+    "Frame",
+    "LiveSession",
+    "Outbox",
+    "Replay",
+    "SessionHub",
+    "SessionLive",
+    "dumps",
+]
 
 
 class SessionLive(Exception):
@@ -132,11 +86,14 @@ class LiveSession:
         self._replay_from = first_offset
         self._turn: int | None = None
         self._last_activity = time.monotonic()
-        self._queues: RuntimeQueues | None = None
+        self._stack = AsyncExitStack()
+        self._session: RuntimeSession | None = None
         self._task: asyncio.Task[None] | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._on_closed: Callable[[LiveSession], None] | None = None
         self._closed = asyncio.Event()
+        self._finished = False
         self._ending = False
-        self._input_closed = False
 
     @property
     def next_offset(self) -> int:
@@ -156,12 +113,15 @@ class LiveSession:
     def turn_running(self) -> bool:
         return self._turn is not None
 
-    def start(self, request: DebugRunRequest, on_closed: Callable[[LiveSession], None]) -> None:
-        """Start the runtime session and the pump that publishes its output."""
+    async def start(
+        self, request: DebugRunRequest, on_closed: Callable[[LiveSession], None]
+    ) -> None:
+        """Open the runtime session and start the pump that publishes its output."""
         if request.user_message:
             self._pending_users.append(request.user_message)
-        self._queues = self.runtime.start_session(request)
-        self._task = asyncio.create_task(self._pump(on_closed))
+        self._on_closed = on_closed
+        self._session = await self._stack.enter_async_context(self.runtime.session(request))
+        self._task = asyncio.create_task(self._pump(self._session))
 
     def subscribe(self, outbox: Outbox, resume_from: int | None, stream_id: str | None) -> Replay:
         """Register ``outbox`` for live frames and return what it must be sent first."""
@@ -177,27 +137,31 @@ class LiveSession:
     def unsubscribe(self, outbox: Outbox) -> None:
         self._subscribers.discard(outbox)
         self._last_activity = time.monotonic()
+        self._arm_idle_timer()
 
     def submit(self, content: str) -> None:
         """Queue a user turn (it runs after the turn in progress, if any)."""
-        assert self._queues is not None
+        assert self._session is not None
+        self._session.send_nowait(content)
         self._pending_users.append(content)
         self._last_activity = time.monotonic()
-        self._queues.input.put_nowait(content)
 
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress; the session goes on."""
-        return self.runtime.cancel_turn()
+        return self._session is not None and self._session.cancel_turn()
 
     def close_input(self) -> None:
-        """Ask the runtime to end the session after the turn in progress."""
-        if self._queues is not None and not self._input_closed:
-            self._input_closed = True
-            self._queues.input.put_nowait(None)
+        """Ask the runtime to end the session after the turns already submitted."""
+        if self._session is not None and self._session.running:
+            self._session.close_nowait()
 
     async def aclose(self) -> None:
-        """Stop the runtime now and wait for the pump to finish."""
-        await self.runtime.aclose()
+        """End the session now (turns in progress are cancelled) and wait until it stopped."""
+        task = self._task
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+        await self._finish()  # in case the pump was cancelled before it began
         await self.wait_closed()
 
     async def wait_closed(self) -> None:
@@ -209,23 +173,33 @@ class LiveSession:
         oldest = self._buffer[0].offset if self._buffer else self._next_offset
         return oldest - 1 <= resume_from < self._next_offset
 
-    async def _pump(self, on_closed: Callable[[LiveSession], None]) -> None:
+    async def _pump(self, session: RuntimeSession) -> None:
         try:
-            while (message := await self._next_output()) is not None:
+            async for message in session:  # ends once the session has ended and stopped
                 self._publish(message)
-                if message.get("type") == "done":
-                    break
                 # Let the connections' senders run between frames, so a burst of
                 # output does not overflow buffers that are being drained.
                 await asyncio.sleep(0)
         finally:
-            self._ending = True
-            try:
-                await self._stop_runtime()
-            finally:
-                self._detach_all()
-                self._closed.set()
-                on_closed(self)
+            await self._finish()
+
+    async def _finish(self) -> None:
+        """Leave the session (its claim released), then detach every connection; once."""
+        if self._finished:
+            return
+        self._finished = True
+        self._ending = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        try:
+            await self._stack.aclose()
+            if self._owned_client is not None:
+                await self._owned_client.aclose()
+        finally:
+            self._detach_all()
+            self._closed.set()
+            if self._on_closed is not None:
+                self._on_closed(self)
 
     def _detach_all(self) -> None:
         notice = dumps({"type": "detached", "session_id": self.session_id})
@@ -233,55 +207,46 @@ class LiveSession:
             outbox.offer(notice)
         self._subscribers.clear()
 
-    async def _next_output(self) -> dict[str, Any] | None:
-        assert self._queues is not None
-        output = self._queues.output
-        while True:
-            if not output.empty():
-                message: dict[str, Any] = output.get_nowait()
-                return message
-            if not self.runtime.running:
-                return None
-            try:
-                message = await asyncio.wait_for(output.get(), self._options.poll_seconds)
-            except TimeoutError:
-                self._close_if_idle()
-                continue
-            return message
+    def _idle(self) -> bool:
+        return not (self._subscribers or self._turn is not None or self._pending_users)
 
-    def _close_if_idle(self) -> None:
+    def _arm_idle_timer(self) -> None:
+        """Close the session once it has been idle for ``idle_seconds`` (checked then)."""
         limit = self._options.idle_seconds
-        if limit is None or self._subscribers or self._turn is not None or self._pending_users:
+        if limit is None or self._finished or not self._idle():
             return
-        if time.monotonic() - self._last_activity > limit:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        delay = max(0.0, self._last_activity + limit - time.monotonic())
+        self._idle_timer = asyncio.get_running_loop().call_later(delay, self._on_idle_timer)
+
+    def _on_idle_timer(self) -> None:
+        self._idle_timer = None
+        limit = self._options.idle_seconds
+        if limit is None or not self._idle():
+            return  # re-armed when the last client leaves or the turn ends
+        if time.monotonic() - self._last_activity >= limit:
             self.close_input()
+        else:
+            self._arm_idle_timer()
 
-    async def _stop_runtime(self) -> None:
-        # After ``done`` the runtime releases its claim on the way out; let it finish
-        # rather than cancel it. DebugRuntime has no public "wait until stopped".
-        deadline = time.monotonic() + _STOP_TIMEOUT_SECONDS
-        while self.runtime.running and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(self._options.poll_seconds / 5)
-        await self.runtime.aclose()
-        if self._owned_client is not None:
-            await self._owned_client.aclose()
-
-    def _publish(self, message: dict[str, Any]) -> None:
-        if message.get("type") == "audit" and message.get("event") == "turn_started":
-            turn_index = message.get("details", {}).get("turn_index")
+    def _publish(self, message: OutputMessage) -> None:
+        if message["type"] == "audit" and message["event"] == "turn_started":
+            turn_index = message["details"].get("turn_index")
             content = self._pending_users.popleft() if self._pending_users else ""
             self._emit({"type": "user_message", "turn_index": turn_index, "content": content})
             self._turn = turn_index if isinstance(turn_index, int) else self._boundary_turn
         frame = self._emit(message)
-        kind = message.get("type")
+        kind = message["type"]
         if kind in ("turn_completed", "error") and self._turn is not None:
             self._boundary_turn = self._turn + 1
             self._replay_from = frame.offset + 1
             self._turn = None
+            self._arm_idle_timer()
         elif kind == "done":
             self._ending = True
 
-    def _emit(self, message: dict[str, Any]) -> Frame:
+    def _emit(self, message: OutputMessage | UserMessageFrame) -> Frame:
         frame = Frame(self._next_offset, dumps({"offset": self._next_offset, "message": message}))
         self._next_offset += 1
         self._buffer.append(frame)
@@ -339,7 +304,11 @@ class SessionHub:
             live = self._new_session(session_id, first_turn, connection)
             live.subscribe(outbox, None, None)
             self._live[session_id] = live
-            live.start(request, self._forget)
+            try:
+                await live.start(request, self._forget)
+            except BaseException:
+                self._forget(live)
+                raise
             return live
 
     async def aclose(self) -> None:

@@ -20,14 +20,12 @@ class WebOptions:
             after this long (``None`` keeps it until the server stops).
         allowed_hosts: Accepted ``Host`` header names; ``None`` means loopback names
             only without a token (DNS-rebinding protection) and any host with one.
-        poll_seconds: How often a session's pump checks that its runtime still runs.
     """
 
     send_buffer: int = 1024
     replay_limit: int = 5000
     idle_seconds: float | None = 300.0
     allowed_hosts: tuple[str, ...] | None = None
-    poll_seconds: float = 0.25
 
     def hosts(self, token: str | None) -> tuple[str, ...] | None:
         """The ``Host`` names to accept, or ``None`` for any."""

@@ -1,0 +1,109 @@
+"""What the event agent sends back: typed replies on its own channel.
+
+``ReplyChannel`` carries one ``ToolReply`` per call (the runtime resolves its ``durable``
+future once the reply is stored) and then an ``EventBatchDone`` with the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from agent_lab.application._metrics import ModelCall
+from agent_lab.application.events import EventBatchResult, EventResult
+from agent_lab.domain.messages import ChatMessage
+
+
+@dataclass(frozen=True)
+class ArgumentCall:
+    """A forced-tool-choice call made for one event."""
+
+    event_id: str
+    event_name: str
+    fallback: bool
+    """True when a resolver existed but its arguments did not fit the schema."""
+    call: ModelCall
+
+
+@dataclass(frozen=True)
+class ArgumentFailure:
+    """Why arguments could not be resolved or generated for one event."""
+
+    event_id: str
+    event_name: str
+    stage: Literal["resolver", "generation"]
+    """``resolver`` (it raised; the model is asked instead) or ``generation`` (the forced
+    call failed; the event fails with this cause)."""
+    cause: str
+
+    def audit_entry(self) -> dict[str, str]:
+        return {
+            "event_id": self.event_id,
+            "event_name": self.event_name,
+            "stage": self.stage,
+            "cause": self.cause,
+        }
+
+
+@dataclass(frozen=True)
+class EventAgentOutcome:
+    batch: EventBatchResult
+    argument_calls: tuple[ArgumentCall, ...] = ()
+    results_message: ChatMessage | None = None
+    """The ``event_agent`` message for the chat agent, if it needs one."""
+    failure: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    """One reply of a batch; the runtime resolves ``durable`` once it is stored."""
+
+    scope: str
+    result: EventResult
+    message: ChatMessage
+    durable: asyncio.Future[None]
+
+
+@dataclass(frozen=True)
+class EventBatchDone:
+    """Sent after the last reply of a batch."""
+
+    scope: str
+    outcome: EventAgentOutcome
+
+
+EventAgentReply: TypeAlias = ToolReply | EventBatchDone
+
+
+class ReplyChannel:
+    """The event agent's typed channel back to the turn engine (one per session).
+
+    ``wire`` (``queues.input``) receives each ``tool`` reply as the public record.
+    """
+
+    def __init__(self, wire: asyncio.Queue[Any] | None = None) -> None:
+        self._items: asyncio.Queue[EventAgentReply] = asyncio.Queue()
+        self._wire = wire
+
+    async def reply(self, scope: str, result: EventResult) -> None:
+        """Send one reply and wait until the runtime made it durable (or refused)."""
+        message = result.tool_message()
+        durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._wire is not None:
+            await self._wire.put(message)
+        await self._items.put(ToolReply(scope, result, message, durable))
+        await durable
+
+    async def done(self, scope: str, outcome: EventAgentOutcome) -> None:
+        await self._items.put(EventBatchDone(scope, outcome))
+
+    async def receive(self) -> EventAgentReply:
+        return await self._items.get()
+
+    def clear(self) -> None:
+        """Forget replies of a batch nobody waits for any more (a cancelled turn)."""
+        while not self._items.empty():
+            item = self._items.get_nowait()
+            if isinstance(item, ToolReply) and not item.durable.done():
+                item.durable.cancel()

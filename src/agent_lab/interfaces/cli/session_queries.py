@@ -1,0 +1,104 @@
+"""What ``agent-lab sessions`` asks of the store: opening it, filters, ages."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from agent_lab.domain.errors import UsageError
+from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.interfaces.cli.common import LabOptions, guard
+
+STATUSES = ("completed", "terminated", "failed", "cancelled", "running", "empty")
+"""A session's status: the status of its last turn (``empty``: no turn yet)."""
+
+StatusOption = Annotated[
+    str | None,
+    typer.Option(
+        "--status",
+        help=f"Only sessions whose last turn is {', '.join(STATUSES[:-1])} (or empty).",
+        show_default=False,
+    ),
+]
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+@contextmanager
+def open_store(db: Path | None, home: Path | None) -> Iterator[SQLiteSessionStore]:
+    """The session database chosen by --db/--home, the environment or the default."""
+    with guard():
+        settings = LabOptions(db=db, home=home).settings()
+        with SQLiteSessionStore(settings.database()) as store:
+            yield store
+
+
+def session_status(store: SQLiteSessionStore, session_id: str) -> str:
+    """The status of the session's last turn, or ``empty``."""
+    turns = store.usage_summary(session_id).get("turns") or []
+    return str(turns[-1].get("status") or "running") if turns else "empty"
+
+
+def filtered_sessions(
+    store: SQLiteSessionStore,
+    *,
+    mode: str | None = None,
+    status: str | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """The sessions, newest first, that have ``mode`` and ``status``; at most ``limit``.
+
+    Raises:
+        UsageError: an unknown status.
+    """
+    if status is not None and status not in STATUSES:
+        raise UsageError(f"unknown status {status!r} (use one of {', '.join(STATUSES)})")
+    found = []
+    for session in store.list_sessions():
+        if mode is not None and session.get("mode") != mode:
+            continue
+        if status is not None and session_status(store, str(session["id"])) != status:
+            continue
+        found.append(session)
+        if limit is not None and len(found) >= limit:
+            break
+    return found
+
+
+def parse_age(text: str) -> timedelta:
+    """``7d``, ``12h``, ``30m``, ``90s`` or ``2w`` as a duration.
+
+    Raises:
+        UsageError: not a number followed by one of s, m, h, d, w.
+    """
+    match = _AGE.match(text)
+    if match is None:
+        raise UsageError(f"cannot read the age {text!r} (use e.g. 7d, 12h, 30m, 90s or 2w)")
+    return timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+
+
+def older_than(
+    store: SQLiteSessionStore, age: timedelta, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """The sessions last updated more than ``age`` ago, newest first."""
+    cutoff = (now or datetime.now(UTC)) - age
+    return [
+        session
+        for session in store.list_sessions()
+        if _timestamp(session.get("updated_at") or session.get("created_at")) < cutoff
+    ]
+
+
+def _timestamp(value: Any) -> datetime:
+    try:
+        stamp = datetime.fromisoformat(str(value))
+    except ValueError:
+        return datetime.now(UTC)  # unreadable: never old enough to prune
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
