@@ -7,6 +7,7 @@ import os
 import signal
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -72,3 +73,63 @@ def test_a_worker_killed_mid_turn_loses_nothing_and_the_other_resumes_the_sessio
         store.close()
         output = lab.stop()
     assert f"(pid {victim}) ended with signal 9; replacing it" in output
+
+
+FAST = """
+[agent_lab]
+mode = "chat_agent_tools"
+simulated_ttft_ms = 0.0
+simulated_tokens_per_second = 0.0
+"""
+
+
+def _attach(lab: WorkerLab, session_id: str, request: dict[str, object]) -> tuple[Any, Any]:
+    """Open a socket and send ``start`` without a message; return it and ``attached``."""
+    socket = lab.socket(session_id)
+    start(socket, request, "")
+    attached = messages_until(socket, "attached")[-1]
+    return socket, attached
+
+
+def test_a_browser_reconnecting_to_another_live_worker_continues_its_session_there(
+    tmp_path: Path, database_url: str
+) -> None:
+    config = tmp_path / "lab.toml"
+    config.write_text(FAST)
+    lab = WorkerLab(tmp_path, 2, {"AGENT_LAB_DATABASE_URL": database_url}, "--config", str(config))
+    store = PostgresSessionStore(database_url)
+    try:
+        request = lab.defaults()
+        session_id = uuid.uuid4().hex
+        with lab.socket(session_id) as first:
+            start(first, request, "Set the volume to 20.")
+            frames = messages_until(first, "turn_completed")
+        first_worker = next(f["stream_id"] for f in frames if f.get("type") == "attached")
+        holder = _claim_pid(database_url, session_id)
+        committed = store.list_messages(session_id)
+
+        # The kernel picks the worker; reconnect until the other one answers.
+        for _ in range(200):
+            socket, attached = _attach(lab, session_id, request)
+            if attached["stream_id"] != first_worker:
+                break
+            socket.close()
+        else:
+            raise AssertionError("every connection landed on the first worker")
+        with socket:
+            assert attached["live"] is False  # not live here: the stored history follows
+            history = messages_until(socket, "history")[-1]
+            assert len(history["record"]["messages"]) == len(committed)
+            socket.send(json.dumps({"type": "user", "content": "What is the volume now?"}))
+            reply = messages_until(socket, "turn_completed", "error")
+        assert reply[-1]["type"] == "turn_completed", reply[-1]
+
+        assert holder is not None
+        os.kill(holder, 0)  # the first worker is alive: it handed the session over
+        assert _claim_pid(database_url, session_id) not in (None, holder)
+        final = store.list_messages(session_id)
+        assert final[: len(committed)] == committed
+        assert final[len(committed)]["content"] == "What is the volume now?"
+    finally:
+        store.close()
+        lab.stop()

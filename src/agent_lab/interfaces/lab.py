@@ -47,6 +47,8 @@ class Lab:
         self.model = ""
         self.chat_client: ChatClient | None = None
         self.store: SessionStore | None = None
+        self.runtime_options: dict[str, Any] = {}
+        """Defaults for every ``runtime()`` (e.g. ``claim_wait_seconds`` with workers)."""
 
     @property
     def registry(self) -> ToolRegistry:
@@ -123,6 +125,7 @@ class Lab:
         """A fresh runtime (one per session) on the lab's client, tools and store."""
         if self.chat_client is None:
             raise ConfigError("the lab is not open; use `async with Lab(...)`")
+        options = {**self.runtime_options, **options}
         return DebugRuntime(
             self.chat_client, registry=self.registry, session_store=self.store, **options
         )

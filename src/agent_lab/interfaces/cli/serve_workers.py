@@ -3,6 +3,12 @@
 The parent binds the socket, prints the address once and supervises
 (``agent_lab.interfaces.web.workers``); each worker opens its own lab (endpoint, tools,
 store connection) and serves the web app on the shared socket.
+
+Sessions hand over between workers through the store's claims: a live session with
+no client and no turn running is closed after ``IDLE_SECONDS`` (releasing its claim),
+and a runtime that finds its session claimed by another live worker waits up to
+``HANDOFF_WAIT_SECONDS`` for the claim before answering ``session_busy``. So a browser
+that reconnects to another worker continues its session there within seconds.
 """
 
 from __future__ import annotations
@@ -10,13 +16,18 @@ from __future__ import annotations
 import gc
 import os
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import typer
 
 from agent_lab.domain.errors import ConfigError
 from agent_lab.infrastructure.store_factory import is_postgres_url
 from agent_lab.interfaces.cli.common import EXIT_OK, LabOptions, guard, open_lab, run_async
+
+IDLE_SECONDS: Final = 5.0
+"""How long a worker keeps a session no client watches (one process: 300 s)."""
+HANDOFF_WAIT_SECONDS: Final = IDLE_SECONDS + 10.0
+"""How long a runtime waits for another worker to release the session."""
 
 if TYPE_CHECKING:
     from agent_lab.interfaces.cli.serve import Binding
@@ -54,9 +65,11 @@ async def _serve(sock: socket.socket, options: LabOptions, token: str | None) ->
     import uvicorn
 
     from agent_lab.interfaces.web import create_app
+    from agent_lab.interfaces.web.options import WebOptions
 
     async with open_lab(options.settings()) as lab:
-        app = create_app(lab, token=token)
+        lab.runtime_options["claim_wait_seconds"] = HANDOFF_WAIT_SECONDS
+        app = create_app(lab, token=token, options=WebOptions(idle_seconds=IDLE_SECONDS))
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
         gc.collect()
         gc.freeze()  # as the single-process server: keep the collector off live sessions
