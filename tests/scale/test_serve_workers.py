@@ -83,14 +83,6 @@ simulated_tokens_per_second = 0.0
 """
 
 
-def _attach(lab: WorkerLab, session_id: str, request: dict[str, object]) -> tuple[Any, Any]:
-    """Open a socket and send ``start`` without a message; return it and ``attached``."""
-    socket = lab.socket(session_id)
-    start(socket, request, "")
-    attached = messages_until(socket, "attached")[-1]
-    return socket, attached
-
-
 def test_a_browser_reconnecting_to_another_live_worker_continues_its_session_there(
     tmp_path: Path, database_url: str
 ) -> None:
@@ -109,19 +101,20 @@ def test_a_browser_reconnecting_to_another_live_worker_continues_its_session_the
         committed = store.list_messages(session_id)
 
         # The kernel picks the worker; reconnect until the other one answers.
+        reply: list[Any] = []
         for _ in range(200):
-            socket, attached = _attach(lab, session_id, request)
-            if attached["stream_id"] != first_worker:
+            with lab.socket(session_id) as socket:
+                start(socket, request, "")
+                attached = messages_until(socket, "attached")[-1]
+                if attached["stream_id"] == first_worker:
+                    continue
+                assert attached["live"] is False  # not live here: the stored history follows
+                history = messages_until(socket, "history")[-1]
+                assert len(history["record"]["messages"]) == len(committed)
+                socket.send(json.dumps({"type": "user", "content": "What is the volume now?"}))
+                reply = messages_until(socket, "turn_completed", "error")
                 break
-            socket.close()
-        else:
-            raise AssertionError("every connection landed on the first worker")
-        with socket:
-            assert attached["live"] is False  # not live here: the stored history follows
-            history = messages_until(socket, "history")[-1]
-            assert len(history["record"]["messages"]) == len(committed)
-            socket.send(json.dumps({"type": "user", "content": "What is the volume now?"}))
-            reply = messages_until(socket, "turn_completed", "error")
+        assert reply, "every connection landed on the first worker"
         assert reply[-1]["type"] == "turn_completed", reply[-1]
 
         assert holder is not None
