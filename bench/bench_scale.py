@@ -139,6 +139,8 @@ class StreamRow:
     turn_ms: list[float]
     wall_s: float
     worker_cpu_percent: float
+    generator_cpu_percent: float = 0.0
+    load_average: float = 0.0
 
 
 def _children(pid: int) -> list[int]:
@@ -224,7 +226,7 @@ def streams(workers: int, sessions: int, database_url: str, simulator: str) -> S
         time.sleep(2.0)  # every worker up (each opens its lab)
         pids = _children(process.pid) or [process.pid]  # one worker: the process itself
         row = StreamRow(workers, sessions, 0, 0, [], [], 0.0, 0.0)
-        cpu, began = _process_cpu(pids), time.perf_counter()
+        cpu, began, own = _process_cpu(pids), time.perf_counter(), _cpu()
 
         async def load() -> None:
             await asyncio.gather(*(
@@ -235,6 +237,8 @@ def streams(workers: int, sessions: int, database_url: str, simulator: str) -> S
         asyncio.run(load())
         row.wall_s = time.perf_counter() - began
         row.worker_cpu_percent = (_process_cpu(pids) - cpu) / row.wall_s * 100
+        row.generator_cpu_percent = (_cpu() - own) / row.wall_s * 100
+        row.load_average = os.getloadavg()[0]
         return row
     finally:
         process.send_signal(signal.SIGINT)
@@ -267,14 +271,16 @@ def streams_section(quick: bool) -> tuple[str, dict[str, float]]:
         (r.workers, f"{r.sessions} × {TURNS}", r.turns_done, r.failed,
          f"{percentile(r.first_token_ms, 0.5):.0f} / {percentile(r.first_token_ms, 0.99):.0f}",
          f"{percentile(r.turn_ms, 0.5):.0f} / {percentile(r.turn_ms, 0.99):.0f}",
-         f"{r.wall_s:.1f}", f"{r.worker_cpu_percent:.0f}")
+         f"{r.wall_s:.1f}", f"{r.worker_cpu_percent:.0f}", f"{r.generator_cpu_percent:.0f}",
+         f"{r.load_average:.1f}")
         for r in rows if r.turn_ms
     ]  # fmt: skip
     figures = {f"streams_{r.workers}w_{r.sessions}_p99_first_ms":
                percentile(r.first_token_ms, 0.99) for r in rows if r.first_token_ms}  # fmt: skip
     text = table(
         ["workers", "sessions × turns", "turns done", "failed sessions",
-         "first token ms p50 / p99", "turn ms p50 / p99", "wall s", "workers' CPU %"],
+         "first token ms p50 / p99", "turn ms p50 / p99", "wall s", "workers' CPU %",
+         "load generator CPU %", "1-min load after"],
         lines,
         left=1,
     )  # fmt: skip
@@ -300,7 +306,18 @@ def run(quick: bool = False) -> Report:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=("campaigns", "streams"), default=None)
     args = parser.parse_args()
+    if args.only == "streams":
+        text, figures = streams_section(args.quick)
+        print(text)
+        print(json.dumps(figures, indent=1))
+        return 0
+    if args.only == "campaigns":
+        text, figures = campaign_section(1 if args.quick else REPEAT)
+        print(text)
+        print(json.dumps(figures, indent=1))
+        return 0
     report = run(args.quick)
     print(report.markdown)
     print(json.dumps(report.figures, indent=1))
