@@ -37,7 +37,10 @@ BENCHMARKS = {
     "scaling": "bench.bench_scaling",
     "chunk_parse": "bench.bench_chunk_parse",
     "store": "bench.bench_store",
+    "first_call": "bench.bench_first_call",
+    "transport": "bench.bench_transport",
     "session_growth": "bench.bench_session_growth",
+    "construction": "bench.bench_construction",
 }
 
 

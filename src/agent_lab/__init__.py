@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from agent_lab import defaults as _defaults  # noqa: F401 - plugs in the default adapters
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {

@@ -23,12 +23,16 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_importing_the_package_loads_neither_the_sdk_nor_the_runtime() -> None:
+    # Only the composition root and the seam it registers the default tool backends
+    # with are loaded; the adapters themselves are imported on first use.
     code = (
         "import sys, agent_lab; "
         "print(sorted(m for m in sys.modules if m.startswith(('openai', 'agent_lab.'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip() == str(
+        ["agent_lab.application", "agent_lab.application.builtin_defaults", "agent_lab.defaults"]
+    )
 
 
 def test_python_dash_m_agent_lab_runs_the_cli() -> None:

@@ -12,6 +12,7 @@ import pytest
 from agent_lab.domain.errors import ProviderProtocolError
 from agent_lab.domain.messages import StreamItem, TokenUsage
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream, token_usage
+from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sse"
 FAMILIES = ("openai", "vllm", "ollama", "llamacpp", "deepseek", "nim")
@@ -103,14 +104,16 @@ def test_every_provider_chunk_becomes_a_raw_chunk_first() -> None:
     assert raw[0].raw_chunk is not None and raw[0].raw_chunk["model"] == "gpt-4o-mini-2024-07-18"
 
 
-def test_secrets_are_masked_before_parsing() -> None:
-    stream = ChunkStream(text_events=False, new_call_id=lambda: "x", secrets=[b"sk-live-123"])
+def test_secrets_are_masked_in_parsed_chunks() -> None:
+    mask = SecretMask(["sk-live-123"])
+    stream = ChunkStream(text_events=False, new_call_id=lambda: "x", mask=mask)
     items = stream.feed(
         b'data: {"choices":[{"index":0,"delta":{"content":"key sk-live-123"},'
         b'"finish_reason":"stop"}]}\n\n'
     )
     assert [item.content for item in items if item.kind == "message_delta"] == ["key ***"]
     assert "sk-live-123" not in repr(items)
+    assert all(b"sk-live-123" not in (item.raw_json or b"") for item in items)
 
 
 def test_truncated_stream_is_a_protocol_error_not_a_completion() -> None:

@@ -106,7 +106,8 @@ def test_parser_resets_after_finish() -> None:
     assert parser.feed("plain") == ["plain"]
 
 
-_NAMES = st.text(alphabet="abcdefghijklmnopqrstuvwxyz._", min_size=1, max_size=12)
+# Event names start with a letter, digit or underscore (``.`` alone is no name).
+_NAMES = st.from_regex(r"[a-z_][a-z._]{0,11}", fullmatch=True)
 _PLAIN = st.text(alphabet=st.sampled_from(list("ab <>/evnt,. \nü")), max_size=20)
 
 
@@ -145,3 +146,46 @@ def test_arbitrary_text_is_chunking_independent(text: str, cuts: list[int]) -> N
     points = sorted({cut for cut in cuts if cut <= len(text)})
     pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
     assert run(*pieces)[:2] == run(text)[:2]
+
+
+# --- prose that merely contains a start marker ---------------------------------------------
+
+PROSE = (
+    "In HTML you would write <event> for this, then describe each part of the day: "
+    "breakfast, a walk along the river, lunch with Sam at noon, and a quiet evening."
+)
+
+
+def test_unclosed_marker_in_prose_names_no_events_and_keeps_the_text() -> None:
+    visible, names, _ = run(PROSE)
+    assert names == []
+    assert visible == PROSE
+
+
+def test_unclosed_marker_in_prose_is_the_same_in_any_chunking() -> None:
+    for cut in range(len(PROSE) + 1):
+        assert run(PROSE[:cut], PROSE[cut:])[:2] == (PROSE, []), cut
+    assert run(*PROSE)[:2] == (PROSE, [])
+
+
+def test_prose_after_a_marker_is_shown_as_soon_as_it_cannot_be_a_block() -> None:
+    parser = TextEventParser()
+    assert parser.feed(f"Use {START}") == ["Use "]
+    assert parser.feed("get_weather") == []  # still a possible block
+    assert parser.feed(" tags to mark") == [START, "get_weather tags to mark"]
+
+
+def test_closed_block_of_prose_is_shown_verbatim() -> None:
+    text = f"a {START}this is not, a list{END} b"
+    assert run(text)[:2] == (text, [])
+
+
+def test_a_real_block_after_a_prose_marker_still_counts() -> None:
+    text = f"The {START} tag. {START}handoff_note{END}done"
+    assert run(text)[:2] == (f"The {START} tag. done", ["handoff_note"])
+
+
+def test_names_with_impossible_characters_or_length_are_prose() -> None:
+    long_name = "a" * 65
+    for block in ("héllo", "a/b", long_name, "x y", "calendar.create!"):
+        assert run(f"{START}{block}{END}")[:2] == (f"{START}{block}{END}", []), block

@@ -30,7 +30,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-VIEWPORT = {"width": 1280, "height": 800}
+VIEWPORT = {"width": 1440, "height": 900}
 XSS_MODEL = "<img src=x onerror=window.__xss=1>"
 XSS_TOOL = "<img src=x onerror=window.__xss=2>"
 XSS_SCRIPT = "<script>window.__xss=3</script>"

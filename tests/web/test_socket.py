@@ -246,7 +246,12 @@ def test_bad_connection_override_is_reported(settings: LabSettings) -> None:
         start = start_message(lab, "hello", connection={"base_url": "ftp://nowhere"})
         ws.send_json(start)
         error = ws.receive_json()
-    assert error["type"] == "error" and "ConfigError" in error["message"]
+        ws.send_json(start_message(lab, "hello"))  # the socket stays usable
+        frames = receive_until(ws, "turn_completed")
+    # Refused before any runtime starts, naming the field (no longer a ConfigError).
+    assert error["type"] == "error" and error["field"] == "connection.base_url"
+    assert "http(s)" in error["message"] and "ftp://nowhere" not in error["message"]
+    assert frames[0]["type"] == "attached"
 
 
 def test_socket_rejects_an_overlong_session_id(settings: LabSettings) -> None:

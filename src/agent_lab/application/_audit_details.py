@@ -95,8 +95,9 @@ def chat_agent_response(
     usage: TokenUsage | None,
     visible_ttft_ms: int | None,
     provider_ttft_ms: int | None,
+    ignored_event_names: Sequence[str] = (),
 ) -> Details:
-    return {
+    details: Details = {
         "agent": "chat_agent",
         "turn_index": turn_index,
         "round_index": round_index,
@@ -111,6 +112,9 @@ def chat_agent_response(
         "visible_ttft_ms": visible_ttft_ms,
         "provider_ttft_ms": provider_ttft_ms,
     }
+    if ignored_event_names:
+        details["ignored_event_names"] = list(ignored_event_names)
+    return details
 
 
 def stream_started(round_index: int) -> Details:

@@ -28,6 +28,8 @@ class Offer:
     """Direct mode: the provider tool schemas."""
     unique_call_ids: bool = False
     """Direct mode: a call id seen before in the session is a protocol error."""
+    offered_names_only: bool = False
+    """Dual mode: an event block naming anything but an offered event is no event."""
 
     @property
     def prompt_events(self) -> list[str]:
@@ -60,6 +62,8 @@ class StreamedRound:
     ttft_ms: int | None = None
     """Visible TTFT: the first ``message_delta`` after the round started."""
     duplicate_call_id: str | None = None
+    ignored_event_names: list[str] = field(default_factory=list)
+    """Event names the model wrote that were not on offer; they never ran."""
 
     @property
     def content(self) -> str:
@@ -104,6 +108,9 @@ class _RoundStream:
 
     async def _accept(self, event: ToolCallEvent) -> None:
         streamed, request = self.streamed, self.request
+        if request.offer.offered_names_only and event.name not in request.offer.events:
+            streamed.ignored_event_names.append(event.name)
+            return
         if request.offer.unique_call_ids and (
             event.id in request.seen_call_ids or any(e.id == event.id for e in streamed.events)
         ):

@@ -56,6 +56,7 @@ class DualMode:
             events=names,
             accepts=self.accepts,
             catalog=registry.chat_event_system_message(names),
+            offered_names_only=True,
         )
 
     async def run_batch(self, ctx: RoundContext, streamed: StreamedRound) -> BatchRun:

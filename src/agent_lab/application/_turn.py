@@ -224,6 +224,7 @@ class TurnEngine:
                 usage=call.usage,
                 visible_ttft_ms=streamed.ttft_ms,
                 provider_ttft_ms=call.ttft_ms,
+                ignored_event_names=streamed.ignored_event_names,
             ),
         )
         call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)

@@ -12,19 +12,22 @@ import functools
 import inspect
 import json
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from agent_lab.application.events import ResultPolicy
+from agent_lab.application.tool_workers import ToolOverloaded, ToolTimedOut, run_handler
+from agent_lab.domain.errors import UsageError
 from agent_lab.domain.events import EVENT_BLOCK_END, EVENT_BLOCK_START, ToolCallEvent
-from agent_lab.domain.messages import ChatMessage
+from agent_lab.domain.json_values import json_text
+from agent_lab.domain.messages import ChatMessage, Role
 
 if TYPE_CHECKING:
-    from agent_lab.application.builtin_tools import BuiltinBackends
+    from agent_lab.application.builtin_backends import BuiltinBackends
 
 ToolPayload: TypeAlias = dict[str, Any]
 ToolHandler: TypeAlias = Callable[..., Any]
@@ -44,6 +47,13 @@ class ToolExecutionContext:
     session_id: str | None = None
     turn_index: int = 0
     round_index: int = 0
+
+    def latest_text(self, role: Role) -> str | None:
+        """The newest non-blank content of ``role``, skipping event-agent result messages."""
+        for message in reversed(self.history):
+            if message.role == role and message.name != "event_agent" and message.content.strip():
+                return message.content
+        return None
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,15 @@ class ToolDefinition:
     farewell: str | None = None
     timeout_seconds: float | None = DEFAULT_TOOL_TIMEOUT_SECONDS
     coalesce: bool = False
+
+    @functools.cached_property
+    def validator(self) -> Draft202012Validator:
+        """The argument validator; the schema is checked once per definition.
+
+        Raises:
+            jsonschema.exceptions.SchemaError: ``parameters`` is not a valid JSON schema.
+        """
+        return compiled_validator(self.parameters)
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI function schema under the registry name."""
@@ -108,15 +127,17 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[ToolDefinition] = ()) -> None:
         self._tools: dict[str, ToolDefinition] = {}
-        self._validators: dict[str, Draft202012Validator] = {}
         for tool in tools:
             self.register(tool)
 
     def register(self, tool: ToolDefinition) -> None:
-        """Add a tool; its schema must be a valid JSON schema."""
-        Draft202012Validator.check_schema(tool.parameters)
+        """Add a tool; its schema must be a valid JSON schema (checked once per definition).
+
+        Raises:
+            jsonschema.exceptions.SchemaError: the schema is invalid.
+        """
+        tool.validator  # noqa: B018 - checks the schema, once per definition
         self._tools[tool.name] = tool
-        self._validators[tool.name] = Draft202012Validator(tool.parameters)
 
     def get(self, name: str) -> ToolDefinition | None:
         return self._tools.get(name)
@@ -152,7 +173,7 @@ class ToolRegistry:
 
     def validation_error(self, name: str, arguments: dict[str, Any]) -> str | None:
         """Why ``arguments`` do not fit the tool's schema, or ``None`` when they do."""
-        validator = self._validators[name]
+        validator = self._tools[name].validator
         error = best_match(validator.iter_errors(arguments))
         if error is None:
             return None
@@ -179,7 +200,9 @@ class ToolRegistry:
             return None
         try:
             resolved = await _call(tool.argument_resolver, event, context)
-        except Exception:
+        except asyncio.CancelledError:
+            raise
+        except BaseException:  # noqa: BLE001 - even SystemExit only means "unresolved"
             return None
         return resolved if isinstance(resolved, dict) else None
 
@@ -209,17 +232,72 @@ class ToolRegistry:
         if problem is not None:
             return _failure(event.name, f"invalid arguments: {problem}")
         try:
-            result = await _with_timeout(tool, event, context or ToolExecutionContext())
-        except TimeoutError:
-            return _failure(
-                event.name, f"tool handler failed: timed out after {tool.timeout_seconds:g}s"
+            result = await run_handler(
+                tool.name,
+                tool.handler,
+                event,
+                context or ToolExecutionContext(),
+                tool.timeout_seconds,
             )
-        except Exception as exc:
+        except (ToolTimedOut, ToolOverloaded) as exc:
             return _failure(event.name, f"tool handler failed: {exc}")
-        payload = result if isinstance(result, dict) else {"tool": event.name, "result": result}
-        if "error" in payload:
-            return ToolOutcome(payload=payload, ok=False)
-        return ToolOutcome(payload=payload, ok=True, confirmation=tool.confirm(event.arguments))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: a payload, not an exit
+            return _failure(event.name, f"tool handler failed: {_describe(exc)}")
+        return _outcome(tool, event, result)
+
+
+def _outcome(tool: ToolDefinition, event: ToolCallEvent, result: Any) -> ToolOutcome:
+    payload = result if isinstance(result, dict) else {"tool": event.name, "result": result}
+    try:
+        payload = json_payload(payload)
+    except UsageError as exc:
+        return _failure(event.name, f"tool handler failed: {exc}")
+    if "error" in payload:
+        return ToolOutcome(payload=payload, ok=False)
+    return ToolOutcome(payload=payload, ok=True, confirmation=tool.confirm(event.arguments))
+
+
+def json_payload(payload: dict[str, Any]) -> ToolPayload:
+    """``payload`` as plain JSON values, converted the way the session store converts them.
+
+    Datetimes become ISO-8601 text, sets and tuples lists, dataclasses and pydantic
+    models objects, enums their values and paths strings.
+
+    Raises:
+        UsageError: a value JSON cannot hold (e.g. bytes, a tuple key, an arbitrary object).
+    """
+    loaded: ToolPayload = json.loads(json_text(payload, "the tool result"))
+    return loaded
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, Exception):
+        return str(exc)
+    detail = str(exc)
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+@functools.lru_cache(maxsize=1024)
+def _validator_for(schema_json: str) -> Draft202012Validator:
+    schema = json.loads(schema_json)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def compiled_validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """A validator for ``schema``; each distinct schema is checked against the meta-schema once.
+
+    Raises:
+        jsonschema.exceptions.SchemaError: ``schema`` is not a valid JSON schema.
+    """
+    try:
+        key = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):  # not plain JSON: check it on its own
+        Draft202012Validator.check_schema(schema)
+        return Draft202012Validator(schema)
+    return _validator_for(key)
 
 
 _EVENT_INSTRUCTIONS = (
@@ -237,29 +315,6 @@ def _failure(name: str, error: str) -> ToolOutcome:
     return ToolOutcome(payload={"tool": name, "error": error}, ok=False)
 
 
-async def _with_timeout(
-    tool: ToolDefinition, event: ToolCallEvent, context: ToolExecutionContext
-) -> Any:
-    if tool.timeout_seconds is None:
-        return await _call_handler(tool.handler, event, context)
-    async with asyncio.timeout(tool.timeout_seconds):
-        return await _call_handler(tool.handler, event, context)
-
-
-async def _call_handler(
-    handler: ToolHandler, event: ToolCallEvent, context: ToolExecutionContext
-) -> Any:
-    wants_context, is_async = _handler_shape(handler)
-    args: tuple[Any, ...] = (event, context) if wants_context else (event,)
-    if is_async:
-        return await handler(*args)
-    loop = asyncio.get_running_loop()
-    result = await loop.run_in_executor(_tool_threads(), functools.partial(handler, *args))
-    if inspect.isawaitable(result):
-        return await result
-    return result
-
-
 async def _call(function: Callable[..., Any], *args: Any) -> Any:
     result = function(*args)
     if inspect.isawaitable(result):
@@ -267,51 +322,24 @@ async def _call(function: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
-def _handler_shape(handler: ToolHandler) -> tuple[bool, bool]:
-    """Whether the handler takes the context, and whether it is async."""
-    try:
-        return _cached_shape(handler)
-    except TypeError:  # an unhashable callable object
-        return _inspect_shape(handler)
-
-
-@functools.lru_cache(maxsize=4096)
-def _cached_shape(handler: ToolHandler) -> tuple[bool, bool]:
-    return _inspect_shape(handler)
-
-
-def _inspect_shape(handler: ToolHandler) -> tuple[bool, bool]:
-    is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        getattr(handler, "__call__", None)  # noqa: B004 - async callable objects
-    )
-    try:
-        parameters = inspect.signature(handler).parameters.values()
-    except (TypeError, ValueError):
-        return False, is_async
-    positional = [
-        p
-        for p in parameters
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-    ]
-    wants = len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional)
-    return wants, is_async
-
-
-@functools.cache
-def _tool_threads() -> ThreadPoolExecutor:
-    """Sync handlers run here: enough threads for several full batches at once."""
-    return ThreadPoolExecutor(max_workers=64, thread_name_prefix="agent-lab-tool")
-
-
 def build_default_tool_registry(
     backends: BuiltinBackends | None = None,
+    *,
+    home: Path | None = None,
 ) -> ToolRegistry:
-    """A registry with the built-in tools, keeping state in the lab's data directory.
+    """A registry with the built-in tools.
+
+    Cheap to call once per session: the definitions are shared (immutable) and their
+    schemas were checked once.
 
     Args:
-        backends: Storage and search backends for the built-ins; by default the local
-            ones under ``AGENT_LAB_HOME`` (see ``agent_lab.application.builtin_tools``).
+        backends: Storage and search backends for the built-ins; by default the
+            registered defaults (``agent_lab.defaults``): SQLite files and a search
+            index under ``home``.
+        home: Where the default backends keep their state. ``None`` means
+            ``AGENT_LAB_HOME`` when set, else the platform's user data directory
+            (``~/.local/share/agent-lab`` on Linux). Ignored when ``backends`` is given.
     """
     from agent_lab.application.builtin_tools import builtin_tool_definitions
 
-    return ToolRegistry(builtin_tool_definitions(backends))
+    return ToolRegistry(builtin_tool_definitions(backends, home=home))

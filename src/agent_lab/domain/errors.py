@@ -8,6 +8,7 @@ Branches are named for who is at fault::
     ├── ProviderError               the model endpoint failed
     │   ├── ProviderHTTPError       an HTTP error status (status, provider message)
     │   ├── ProviderTimeout         no answer in time
+    │   │   └── ProviderDeadlineExceeded  the idle or total deadline of a call passed
     │   ├── ProviderConnectionError endpoint unreachable
     │   └── ProviderProtocolError   a malformed or truncated stream, or an error mid-stream
     ├── ModelBehaviorError          the model broke the tool protocol (e.g. duplicate call ids)
@@ -110,6 +111,29 @@ class ProviderTimeout(ProviderError):
     """The endpoint did not answer in time."""
 
     code = "provider_error:timeout"
+
+
+DeadlineKind = Literal["idle", "total"]
+"""``idle``: no content for too long (keep-alives do not count); ``total``: the whole call."""
+
+
+class ProviderDeadlineExceeded(ProviderTimeout):
+    """A deadline of one model call passed; the message names it and the real elapsed time."""
+
+    def __init__(self, url: str, deadline: DeadlineKind, limit_s: float, elapsed_s: float) -> None:
+        self.url = url
+        self.deadline: DeadlineKind = deadline
+        self.limit_s = limit_s
+        self.elapsed_s = elapsed_s
+        what = (
+            f"sent no content for {limit_s:g} s (idle deadline)"
+            if deadline == "idle"
+            else f"did not finish within {limit_s:g} s (total deadline)"
+        )
+        super().__init__(
+            f"the provider at {url} timed out: it {what}; "
+            f"the call ran {elapsed_s:.1f} s, retries included"
+        )
 
 
 class ProviderConnectionError(ProviderError):

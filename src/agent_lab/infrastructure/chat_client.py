@@ -1,15 +1,21 @@
 """The streaming chat client for OpenAI-compatible endpoints (OpenAI, vLLM, Ollama, ...).
 
 The official ``openai`` SDK sends the request (authentication, retries with backoff on
-408/409/429/5xx and connection errors honouring ``Retry-After``, timeouts); the client
-reads the raw event stream itself, so no typed chunk objects are built. See
-``_chunk_parser`` for the per-chunk work and ``_provider_errors`` for error mapping.
+408/409/429/5xx and connection errors honouring ``Retry-After``); the client reads the
+raw event stream itself, so no typed chunk objects are built, and keeps its own two
+deadlines per call (idle on content, total), retries included. See ``chunk_parser`` for
+the per-chunk work, ``provider_errors`` for error mapping and ``secret_mask`` for how
+credentials are kept out of everything the client hands on.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import importlib
+import math
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from types import TracebackType
 from typing import Any, Self, cast
 from uuid import uuid4
@@ -17,25 +23,50 @@ from uuid import uuid4
 import httpx
 import openai
 
+# Imported with this module, not on the first request: the SDK's resource modules are
+# about 500 modules (0.3-1.4 s) and would otherwise load on the event loop.
+import openai.resources.chat.completions  # noqa: F401
+
 from agent_lab.application.contracts import AgentParams
-from agent_lab.domain.errors import ConfigError, ProviderProtocolError, UsageError
+from agent_lab.domain.call_timing import CallTiming
+from agent_lab.domain.errors import (
+    ConfigError,
+    DeadlineKind,
+    ProviderDeadlineExceeded,
+    ProviderProtocolError,
+    UsageError,
+)
 from agent_lab.domain.messages import ChatMessage, StreamItem
+from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
 from agent_lab.infrastructure.openai_compat.provider_errors import (
     map_provider_errors,
     provider_message,
-    scrub,
 )
 from agent_lab.infrastructure.openai_compat.request_body import ChatRequest, build_chat_request
+from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask, redact_url, url_secrets
 from agent_lab.infrastructure.openai_compat.transcript_validation import validate_tool_transcript
 
-__all__ = ["OpenAICompatibleChatClient", "map_provider_errors"]
+__all__ = ["ChatStream", "OpenAICompatibleChatClient", "map_provider_errors"]
 
 _SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization"})
 _UNUSED_KEY = "no-key"
 """Placeholder the SDK insists on; its ``Authorization`` header is omitted on every request."""
+_SLACK = 5.0
+"""Seconds the SDK's own per-attempt timeouts lie beyond our deadlines, so ours fire first."""
+_CONNECT_PROBE_TIMEOUT = 10.0
+_FIRST_REQUEST_MODULES = ("anyio._backends._asyncio", "httpcore._backends.anyio")
+"""Modules httpx/anyio import lazily on the first request (about 50 ms on the loop)."""
+for _module in _FIRST_REQUEST_MODULES:
+    with contextlib.suppress(ImportError):
+        importlib.import_module(_module)
+_TLS_CONTEXT = httpx.create_ssl_context()
+"""One TLS context for every client the module builds: loading the CA bundle takes
+30-100 ms and holds the GIL, so it happens once, at import, instead of per client."""
 
 _StreamingResponse = openai.AsyncAPIResponse[openai.AsyncStream[Any]]
+_Create = Any
+"""The SDK's bound ``chat.completions.with_streaming_response.create``."""
 
 
 class OpenAICompatibleChatClient:
@@ -51,53 +82,85 @@ class OpenAICompatibleChatClient:
         api_key: str | None = None,
         *,
         timeout: float = 60.0,
+        total_timeout: float | None = 600.0,
         max_retries: int = 2,
         default_headers: Mapping[str, str] | None = None,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        """Configures the client; no connection is made until the first request.
+        """Configures the client and warms it up; no connection is made yet.
+
+        The SDK's request modules and a shared TLS context are made with this module.
+        Building the SDK client runs here when no event loop is running, else in a
+        worker thread so the loop does not stall; ``await warm_up()`` waits for it.
+        A call waits for it only if it is still running, and then
+        ``CallTiming.warmup_ms`` says how long.
 
         Args:
-            base_url: The API root, e.g. ``http://127.0.0.1:8000/v1``.
+            base_url: The API root, e.g. ``http://127.0.0.1:8000/v1``. Credentials in it
+                (``user:pass@``, ``api-key=``/``key=``/``token=``) are masked everywhere.
             api_key: Sent as ``Authorization: Bearer``; ``None`` sends no credentials (the
                 ``OPENAI_API_KEY`` environment variable is deliberately not read).
-            timeout: Seconds to wait for the connection and for each read of the stream.
-            max_retries: Retries after 408/409/429/5xx answers and connection failures.
+            timeout: The idle deadline in seconds: the longest wait for content, from the
+                start of the call (retries and backoff included) and between chunks. SSE
+                comments (``: keep-alive``) and empty events do not count as content.
+            total_timeout: The deadline for the whole call, retries and streaming
+                included; ``None`` for none.
+            max_retries: Retries after 408/409/429/5xx answers and connection failures,
+                all within the deadlines.
             default_headers: Extra headers sent with every request.
             http_client: A client to send requests with; the caller keeps ownership.
 
         Raises:
-            ConfigError: ``base_url`` is not an http(s) URL.
+            ConfigError: ``base_url`` is not an http(s) URL, or a deadline is not positive.
         """
         headers = dict(default_headers or {})
         _check_base_url(base_url)
+        if not timeout > 0 or (total_timeout is not None and not total_timeout > 0):
+            raise ConfigError("timeout and total_timeout must be positive seconds")
         self._base_url = base_url
-        self._endpoint = base_url.rstrip("/") + "/chat/completions"
-        self._timeout = timeout
-        self._secrets = _secrets(api_key, headers)
-        self._secret_bytes = tuple(secret.encode() for secret in self._secrets)
+        self._display_url = redact_url(base_url)
+        self._endpoint = redact_url(base_url.rstrip("/") + "/chat/completions")
+        self._idle = float(timeout)
+        self._total = math.inf if total_timeout is None else float(total_timeout)
+        self._mask = SecretMask([*_secrets(api_key, headers), *url_secrets(base_url)])
         sends_auth = bool(api_key) or any(k.lower() == "authorization" for k in headers)
         self._request_headers: dict[str, str | openai.Omit] = (
             {} if sends_auth else {"Authorization": openai.Omit()}
         )
         self._owns_http_client = http_client is None
         self._closed = False
-        self._sdk = openai.AsyncOpenAI(
-            api_key=api_key or _UNUSED_KEY,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            default_headers=headers or None,
-            http_client=http_client,
-        )
+        attempt = min(self._idle, self._total) + _SLACK
+        self._sdk_options: dict[str, Any] = {
+            "api_key": api_key or _UNUSED_KEY,
+            "base_url": base_url,
+            "timeout": httpx.Timeout(attempt),
+            "max_retries": max_retries,
+            "default_headers": headers or None,
+            "http_client": http_client,
+        }
+        self._sdk: openai.AsyncOpenAI | None = None
+        self._create: _Create | None = None
+        self._warming: asyncio.Future[None] | None = None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._warm()
+        else:
+            self._warming = loop.run_in_executor(None, self._warm)
+            self._warming.add_done_callback(_retrieve)
 
     @property
     def base_url(self) -> str:
         """The API root requests go to."""
         return self._base_url
 
+    @property
+    def warm(self) -> bool:
+        """Whether the SDK's request path is imported and built."""
+        return self._create is not None
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._base_url!r})"
+        return f"{type(self).__name__}(base_url={self._display_url!r})"
 
     async def __aenter__(self) -> Self:
         return self
@@ -110,20 +173,48 @@ class OpenAICompatibleChatClient:
     ) -> None:
         await self.aclose()
 
+    async def warm_up(self, *, connect: bool = False) -> bool:
+        """Waits until the client is warm, optionally opening a connection ahead of use.
+
+        Args:
+            connect: Also send ``GET {base_url}/models`` so that the first call finds an
+                open keep-alive connection. Any answer, even an error status, will do.
+
+        Returns:
+            Whether a connection was opened (always ``False`` without ``connect``).
+        """
+        await self._await_warm()
+        if not connect or self._closed:
+            return False
+        sdk = cast(openai.AsyncOpenAI, self._sdk)
+        options: Any = {"max_retries": 0, "headers": self._request_headers}
+        try:
+            async with asyncio.timeout(min(self._idle, _CONNECT_PROBE_TIMEOUT)):
+                await sdk.get("/models", cast_to=httpx.Response, options=options)
+        except openai.APIStatusError:
+            return True
+        except (openai.OpenAIError, httpx.HTTPError, TimeoutError):
+            return False
+        return True
+
     async def aclose(self) -> None:
         """Closes the connection pool (not an ``http_client`` passed in). Idempotent."""
-        if not self._closed:
-            self._closed = True
-            if self._owns_http_client:
-                await self._sdk.close()
+        if self._closed:
+            return
+        self._closed = True
+        if self._warming is not None and not self._warming.done():
+            with contextlib.suppress(Exception):  # a failed warm-up has nothing to close
+                await asyncio.shield(self._warming)
+        if self._owns_http_client and self._sdk is not None:
+            await self._sdk.close()
 
-    async def stream_chat(
+    def stream_chat(
         self,
         messages: list[ChatMessage],
         tools: list[dict[str, Any]],
         params: AgentParams,
         tool_choice: dict[str, Any] | None = None,
-    ) -> AsyncIterator[StreamItem]:
+    ) -> ChatStream:
         """Streams one chat completion.
 
         Args:
@@ -133,37 +224,112 @@ class OpenAICompatibleChatClient:
             params: Model, sampling parameters and ``extra_body``.
             tool_choice: Forces a call, ``{"type": "function", "function": {"name": ...}}``.
 
-        Yields:
-            A ``raw_chunk`` for every provider chunk, ``message_delta`` for visible text,
-            ``text_event``s, ``provider_tool_call``s (registry names, index order, once
-            complete) and at most one ``usage``.
+        Returns:
+            A ``ChatStream`` of ``raw_chunk`` items for every provider chunk,
+            ``message_delta`` for visible text, ``text_event``s, ``provider_tool_call``s
+            (registry names, index order, once complete) and at most one ``usage``; its
+            ``timing`` tells warm-up, connection and provider time apart.
 
-        Raises:
+        Raises (while iterating):
             ValueError: The transcript breaks the tool protocol (nothing is sent).
             UsageError: The client is closed.
             ProviderHTTPError: The endpoint answered with an error status.
-            ProviderTimeout: The endpoint did not answer, or stalled, within ``timeout``.
+            ProviderDeadlineExceeded: The idle or the total deadline passed.
+            ProviderTimeout: Another timeout inside the HTTP stack.
             ProviderConnectionError: The endpoint could not be reached.
             ProviderProtocolError: A malformed or truncated stream, or an error mid-stream.
         """
+        timing = CallTiming()
+        return ChatStream(self._stream(messages, tools, params, tool_choice, timing), timing)
+
+    async def _stream(
+        self,
+        messages: list[ChatMessage],
+        tools: list[dict[str, Any]],
+        params: AgentParams,
+        tool_choice: dict[str, Any] | None,
+        timing: CallTiming,
+    ) -> AsyncIterator[StreamItem]:
         validate_tool_transcript(messages)
         if self._closed:
             raise UsageError("the chat client is closed")
         request = build_chat_request(messages, tools, params, tool_choice)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        if self._create is None:
+            await self._await_warm()
+            timing.warmup_ms = _ms(loop.time() - started)
+        sent = loop.time()
         stream = ChunkStream(
             text_events=not tools,
             new_call_id=_new_call_id,
             resolve_name=request.aliases.to_registry,
-            secrets=self._secret_bytes,
+            mask=self._mask,
         )
-        with map_provider_errors(self._endpoint, secrets=self._secrets, timeout=self._timeout):
-            async with self._open(request, params.model) as response:
-                await _require_event_stream(response, self._secrets)
-                async for data in response.iter_bytes():
-                    for item in stream.feed(data):
+        idle, total_deadline = self._idle, started + self._total
+        with map_provider_errors(
+            self._endpoint, mask=self._mask, elapsed=lambda: loop.time() - started
+        ):
+            async with AsyncExitStack() as stack:
+                deadline = min(started + idle, total_deadline)
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        response = await stack.enter_async_context(
+                            self._open(request, params.model)
+                        )
+                        await _require_event_stream(response, self._mask)
+                except TimeoutError:
+                    raise self._expired(deadline, total_deadline, loop.time() - started) from None
+                timing.connect_ms = _ms(loop.time() - sent)
+                timing.attempts = 1 + response.retries_taken
+                chunks = response.iter_bytes().__aiter__()
+                last_content, progress = started, 0
+                while True:
+                    deadline = min(last_content + idle, total_deadline)
+                    try:
+                        async with asyncio.timeout_at(deadline):
+                            data = await chunks.__anext__()
+                    except StopAsyncIteration:
+                        break
+                    except TimeoutError:
+                        elapsed = loop.time() - started
+                        raise self._expired(deadline, total_deadline, elapsed) from None
+                    items = stream.feed(data)
+                    if stream.progress != progress:
+                        progress, last_content = stream.progress, loop.time()
+                    if items and timing.first_chunk_ms is None:
+                        timing.first_chunk_ms = _ms(loop.time() - sent)
+                    for item in items:
                         yield item
+        timing.total_ms = _ms(loop.time() - sent)
         for item in stream.finish():
             yield item
+
+    def _expired(self, deadline: float, total: float, elapsed: float) -> ProviderDeadlineExceeded:
+        kind: DeadlineKind = "total" if deadline >= total else "idle"
+        limit = self._total if kind == "total" else self._idle
+        return ProviderDeadlineExceeded(self._endpoint, kind, limit, elapsed)
+
+    def _warm(self) -> None:
+        """Builds the SDK client (about 1 ms) and binds its request path."""
+        if self._create is None:
+            options = dict(self._sdk_options)
+            if options["http_client"] is None:  # ours, closed with the SDK client
+                timeout = options["timeout"]
+                options["http_client"] = openai.DefaultAsyncHttpxClient(
+                    verify=_TLS_CONTEXT, timeout=timeout
+                )
+            sdk = openai.AsyncOpenAI(**options)
+            create = sdk.chat.completions.with_streaming_response.create
+            sdk.platform_headers()  # cached by the SDK; reads OS files on first use
+            self._sdk, self._create = sdk, create
+
+    async def _await_warm(self) -> None:
+        if self._create is not None:
+            return
+        if self._warming is None or self._warming.done():  # none yet, or it failed: retry
+            self._warming = asyncio.get_running_loop().run_in_executor(None, self._warm)
+        await asyncio.shield(self._warming)
 
     def _validate_tool_transcript(self, messages: Sequence[ChatMessage]) -> None:
         """Raises ``ValueError`` if a strict provider would reject ``messages``.
@@ -175,22 +341,26 @@ class OpenAICompatibleChatClient:
     def _open(
         self, request: ChatRequest, model: str
     ) -> AbstractAsyncContextManager[_StreamingResponse]:
-        return self._sdk.chat.completions.with_streaming_response.create(
-            model=model,
-            messages=cast(Any, request.messages),
-            stream=True,
-            extra_body=request.options,
-            extra_headers=self._request_headers,
+        create = cast(_Create, self._create)
+        return cast(
+            AbstractAsyncContextManager[_StreamingResponse],
+            create(
+                model=model,
+                messages=cast(Any, request.messages),
+                stream=True,
+                extra_body=request.options,
+                extra_headers=self._request_headers,
+            ),
         )
 
 
-async def _require_event_stream(response: _StreamingResponse, secrets: Sequence[str]) -> None:
+async def _require_event_stream(response: _StreamingResponse, mask: SecretMask) -> None:
     """Rejects a 2xx answer that is a JSON document instead of an event stream."""
     content_type = response.headers.get("content-type", "")
     if not content_type.startswith("application/json"):
         return
     await response.read()
-    message = scrub(provider_message(response.http_response), secrets)
+    message = mask.text(provider_message(response.http_response))
     raise ProviderProtocolError(f"expected an event stream, got a JSON answer: {message}")
 
 
@@ -198,9 +368,10 @@ def _check_base_url(base_url: str) -> None:
     try:
         url = httpx.URL(base_url)
     except httpx.InvalidURL as exc:
-        raise ConfigError(f"invalid base_url {base_url!r}: {exc}") from exc
+        raise ConfigError(f"invalid base_url {redact_url(base_url)!r}: {exc}") from None
     if url.scheme not in {"http", "https"} or not url.host:
-        raise ConfigError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
+        shown = redact_url(base_url)
+        raise ConfigError(f"base_url must be an http:// or https:// URL, got {shown!r}")
 
 
 def _secrets(api_key: str | None, headers: Mapping[str, str]) -> tuple[str, ...]:
@@ -216,3 +387,13 @@ def _secrets(api_key: str | None, headers: Mapping[str, str]) -> tuple[str, ...]
 
 def _new_call_id() -> str:
     return f"call_{uuid4().hex}"
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    """Marks a background warm-up's failure as seen; the next call retries and reports it."""
+    if not future.cancelled():
+        future.exception()

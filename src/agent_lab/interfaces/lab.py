@@ -54,10 +54,7 @@ class Lab:
     def registry(self) -> ToolRegistry:
         """The given registry, else the built-in tools keeping state in the lab's home."""
         if self._registry is None:
-            from agent_lab.infrastructure.tool_backends.backends import local_backends
-
-            backends = local_backends(self.settings.lab_home())
-            self._registry = build_default_tool_registry(backends)
+            self._registry = build_default_tool_registry(home=self.settings.lab_home())
         return self._registry
 
     @property

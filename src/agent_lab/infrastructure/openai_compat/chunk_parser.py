@@ -3,23 +3,31 @@
 ``ChunkStream`` owns the per-stream state: the SSE decoder, the tool-call accumulator,
 the inline event parser and the last usage report. Every provider chunk becomes a
 ``raw_chunk`` item; visible text, events, completed tool calls and usage follow from it.
+Secrets are masked after JSON decoding, in the chunk dict and in its JSON text alike.
+``progress`` counts chunks that carried something (text, reasoning, tool calls, a finish
+reason or usage); SSE comments and empty events leave it alone, so the client's idle
+deadline can ignore keep-alives.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from agent_lab.domain.errors import ProviderProtocolError
 from agent_lab.domain.messages import StreamItem, TokenUsage
+from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask
 from agent_lab.infrastructure.openai_compat.sse import SseDecoder, SseEvent
 from agent_lab.infrastructure.openai_compat.text_events import TextEventParser, new_event_id
 from agent_lab.infrastructure.openai_compat.tool_call_accumulator import ToolCallAccumulator
 
 _DONE = b"[DONE]"
 _PREVIEW = 200
+_CONTENT_KEYS = frozenset(
+    {"content", "tool_calls", "function_call", "reasoning_content", "reasoning", "refusal"}
+)
 
 
 def _identity(name: str) -> str:
@@ -34,9 +42,10 @@ class ChunkStream:
         "_decoder",
         "_done",
         "_finished",
-        "_secrets",
+        "_mask",
         "_text",
         "_usage",
+        "progress",
     )
 
     def __init__(
@@ -46,7 +55,7 @@ class ChunkStream:
         new_call_id: Callable[[], str],
         resolve_name: Callable[[str], str] = _identity,
         new_event: Callable[[], str] = new_event_id,
-        secrets: Sequence[bytes] = (),
+        mask: SecretMask | None = None,
     ) -> None:
         """Creates the state of one stream.
 
@@ -55,12 +64,14 @@ class ChunkStream:
             new_call_id: Supplies ids for tool calls the provider sent without one.
             resolve_name: Maps provider function names back to registry names.
             new_event: Supplies the id of every inline event.
-            secrets: Byte strings replaced by ``***`` before a chunk is parsed.
+            mask: Masks secrets in every chunk (after decoding) and in error messages.
         """
         self._decoder = SseDecoder()
         self._calls = ToolCallAccumulator(new_id=new_call_id, resolve_name=resolve_name)
         self._text = TextEventParser(new_event) if text_events else None
-        self._secrets = tuple(secret for secret in secrets if secret)
+        self._mask = mask if mask else None
+        self.progress = 0
+        """How many chunks carried content of any kind so far."""
         self._usage: dict[str, Any] | None = None
         self._finished = False
         self._done = False
@@ -101,10 +112,12 @@ class ChunkStream:
         if data.startswith(_DONE):
             self._done = True
             return
-        for secret in self._secrets:
-            if secret in data:
-                data = data.replace(secret, b"***")
-        chunk = _load(data)
+        if not data.strip():
+            return  # an empty event, sent by some proxies to keep the connection alive
+        mask = self._mask
+        chunk = _load(data, mask)
+        if mask is not None:
+            chunk, data = mask.chunk(chunk, data)
         if event.event == "error" or chunk.get("error") or chunk.get("object") == "error":
             raise ProviderProtocolError(f"the provider reported an error: {_error_text(chunk)}")
         items.append(StreamItem.raw_response_chunk(chunk, data))
@@ -116,10 +129,13 @@ class ChunkStream:
         usage = chunk.get("usage")
         if usage and isinstance(usage, dict):
             self._usage = usage
+            self.progress += 1
 
     def _choice(self, choice: dict[str, Any], items: list[StreamItem]) -> None:
         delta = choice.get("delta")
         if delta and isinstance(delta, dict):
+            if _CONTENT_KEYS.intersection(delta):
+                self.progress += 1
             content = delta.get("content")
             if content and isinstance(content, str):
                 self._content(content, items)
@@ -132,6 +148,7 @@ class ChunkStream:
             if function_call and isinstance(function_call, dict):
                 self._calls.add_legacy_function_call(function_call)
         if choice.get("finish_reason"):
+            self.progress += 1
             self._finished = True
             self._complete(items)
 
@@ -176,17 +193,19 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _load(data: bytes) -> dict[str, Any]:
+def _load(data: bytes, mask: SecretMask | None) -> dict[str, Any]:
     try:
         chunk = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ProviderProtocolError(f"malformed stream chunk: {_preview(data)}") from exc
+    except orjson.JSONDecodeError:
+        raise ProviderProtocolError(f"malformed stream chunk: {_preview(data, mask)}") from None
     if not isinstance(chunk, dict):
-        raise ProviderProtocolError(f"stream chunk is not a JSON object: {_preview(data)}")
+        raise ProviderProtocolError(f"stream chunk is not a JSON object: {_preview(data, mask)}")
     return chunk
 
 
-def _preview(data: bytes) -> str:
+def _preview(data: bytes, mask: SecretMask | None) -> str:
+    if mask is not None:
+        data = mask.data(data)
     text = data[:_PREVIEW].decode("utf-8", "replace")
     return text + ("…" if len(data) > _PREVIEW else "")
 

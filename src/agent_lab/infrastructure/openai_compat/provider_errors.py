@@ -1,14 +1,14 @@
 """Translates openai/httpx exceptions into ``ProviderError``s, once, at the boundary.
 
-Secrets (the API key, credential headers) are replaced by ``***`` in every message this
-module builds and in the messages of the chained library exceptions, so neither
-``str(error)`` nor a printed traceback can show them, even when a proxy echoes the key
-back in its error body.
+Secrets (the API key, credential headers, credentials in the base URL) are replaced by
+``***`` in every message this module builds and in the messages of the chained library
+exceptions, so neither ``str(error)`` nor a printed traceback can show them, even when a
+proxy echoes the key back in its error body, in any encoding (see ``SecretMask``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,22 +23,25 @@ from agent_lab.domain.errors import (
     ProviderProtocolError,
     ProviderTimeout,
 )
+from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask
+
+_NO_SECRETS = SecretMask(())
 
 _MAX_MESSAGE = 2000
-_MASK = "***"
 _LIBRARY_ERRORS = (openai.OpenAIError, httpx.HTTPError, httpx.InvalidURL, httpx.StreamError)
 
 
 @contextmanager
 def map_provider_errors(
-    url: str, *, secrets: Sequence[str] = (), timeout: float | None = None
+    url: str, *, mask: SecretMask = _NO_SECRETS, elapsed: Callable[[], float] | None = None
 ) -> Iterator[None]:
     """Re-raises library exceptions from the block as the narrowest ``ProviderError``.
 
     Args:
-        url: The endpoint, named in connection and timeout errors.
-        secrets: Strings that must never appear in an error message.
-        timeout: The configured timeout in seconds, named in timeout errors.
+        url: The endpoint (credentials already redacted), named in connection and
+            timeout errors.
+        mask: Masks the secrets that must never appear in an error message.
+        elapsed: Seconds the call has run so far, named in timeout errors.
 
     Raises:
         ProviderHTTPError: An HTTP error status, with the provider's own message.
@@ -50,36 +53,28 @@ def map_provider_errors(
     try:
         yield
     except _LIBRARY_ERRORS as exc:
-        _scrub_chain(exc, secrets)
-        raise _translate(exc, url, secrets, timeout) from exc
-
-
-def scrub(text: str, secrets: Sequence[str]) -> str:
-    """Returns ``text`` with every secret replaced by ``***``."""
-    for secret in secrets:
-        if secret and secret in text:
-            text = text.replace(secret, _MASK)
-    return text
+        _scrub_chain(exc, mask)
+        raise _translate(exc, url, mask, elapsed) from exc
 
 
 def _translate(
-    exc: Exception, url: str, secrets: Sequence[str], timeout: float | None
+    exc: Exception, url: str, mask: SecretMask, elapsed: Callable[[], float] | None
 ) -> ProviderError:
-    after = f" after {timeout:g} s" if timeout is not None else ""
     if isinstance(exc, openai.APIStatusError):
-        return ProviderHTTPError(exc.status_code, scrub(provider_message(exc.response), secrets))
+        return ProviderHTTPError(exc.status_code, mask.text(provider_message(exc.response)))
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        after = f" after {elapsed():.1f} s" if elapsed is not None else ""
         return ProviderTimeout(f"the provider at {url} timed out{after}")
     if isinstance(exc, openai.APIConnectionError):
-        reason = scrub(str(exc.__cause__ or exc), secrets)
+        reason = mask.text(str(exc.__cause__ or exc))
         return ProviderConnectionError(f"cannot reach the provider at {url}: {reason}")
     if isinstance(exc, httpx.RemoteProtocolError):
-        reason = scrub(str(exc), secrets)
+        reason = mask.text(str(exc))
         return ProviderProtocolError(f"the provider at {url} broke off the stream: {reason}")
     if isinstance(exc, httpx.HTTPError):
-        reason = scrub(str(exc), secrets)
+        reason = mask.text(str(exc))
         return ProviderConnectionError(f"the connection to {url} failed: {reason}")
-    return ProviderError(f"the request to {url} failed: {scrub(str(exc), secrets)}")
+    return ProviderError(f"the request to {url} failed: {mask.text(str(exc))}")
 
 
 def provider_message(response: httpx.Response) -> str:
@@ -115,27 +110,16 @@ def _message_from_body(body: Any) -> str:
     return orjson.dumps(body).decode()
 
 
-def _scrub_chain(exc: BaseException, secrets: Sequence[str]) -> None:
+def _scrub_chain(exc: BaseException, mask: SecretMask) -> None:
     """Masks secrets in the messages of ``exc`` and of every exception chained to it."""
     seen: set[int] = set()
     current: BaseException | None = exc
-    while current is not None and id(current) not in seen and secrets:
+    while current is not None and id(current) not in seen and mask:
         seen.add(id(current))
         current.args = tuple(
-            scrub(arg, secrets) if isinstance(arg, str) else arg for arg in current.args
+            mask.text(arg) if isinstance(arg, str) else arg for arg in current.args
         )
         if isinstance(current, openai.APIError):
-            current.message = scrub(current.message, secrets)
-            current.body = _scrubbed_body(current.body, secrets)
+            current.message = mask.text(current.message)
+            current.body = mask.value(current.body)
         current = current.__cause__ or current.__context__
-
-
-def _scrubbed_body(body: object, secrets: Sequence[str]) -> object:
-    if body is None:
-        return None
-    try:
-        text = orjson.dumps(body).decode()
-        cleaned = scrub(text, secrets)
-        return body if cleaned == text else orjson.loads(cleaned)
-    except (TypeError, orjson.JSONDecodeError):
-        return None

@@ -4,10 +4,17 @@ A block is ``EVENT_BLOCK_START name[, name ...] EVENT_BLOCK_END``. The parser ne
 returns marker text; between reads it holds back only a suffix that could begin
 ``EVENT_BLOCK_START`` (or, inside a block, the block's text so far). A block still open
 when the stream ends still names its events.
+
+Only a well-formed block names events: comma-separated names of at most 64 characters
+from ``A-Z a-z 0-9 _ . -`` (empty entries are skipped). As soon as the text after a start
+marker can no longer be such a list (prose such as ``<event> tags are...``), the marker
+and the text are shown as written and parsing goes on after the marker, so prose never
+becomes an event and never disappears.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from uuid import uuid4
 
@@ -20,6 +27,30 @@ TextPiece = str | ToolCallEvent
 def new_event_id() -> str:
     """Returns a fresh, globally unique event id (``evt_`` + 32 hex digits)."""
     return f"evt_{uuid4().hex}"
+
+
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}")
+_PARTIAL_NAME = re.compile(r"\s*(?:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}\s*)?")
+_MAX_BLOCK = 2048
+"""A block longer than this is prose, whatever it contains."""
+
+
+def _is_block(text: str) -> bool:
+    """Whether ``text`` (between the markers) is a list of event names."""
+    return len(text) <= _MAX_BLOCK and all(
+        not part or _NAME.fullmatch(part) for part in (p.strip() for p in text.split(","))
+    )
+
+
+def _may_become_block(text: str) -> bool:
+    """Whether ``text``, the start of an unclosed block, can still become a block."""
+    text = _trim_partial_end(text)
+    *complete, last = text.split(",")
+    return (
+        len(text) <= _MAX_BLOCK
+        and _PARTIAL_NAME.fullmatch(last) is not None
+        and _is_block(",".join(complete))
+    )
 
 
 def _held_back(text: str) -> int:
@@ -71,10 +102,13 @@ class TextEventParser:
         while buffer:
             if self._in_block:
                 end = buffer.find(EVENT_BLOCK_END)
-                if end == -1:
-                    break
-                pieces.extend(self._events(buffer[:end]))
-                buffer = buffer[end + len(EVENT_BLOCK_END) :]
+                if end == -1 and _may_become_block(buffer) or end != -1 and _is_block(buffer[:end]):
+                    if end == -1:
+                        break
+                    pieces.extend(self._events(buffer[:end]))
+                    buffer = buffer[end + len(EVENT_BLOCK_END) :]
+                else:  # prose after all: show the marker, read on after it
+                    pieces.append(EVENT_BLOCK_START)
                 self._in_block = False
                 continue
             start = buffer.find(EVENT_BLOCK_START)
@@ -101,7 +135,11 @@ class TextEventParser:
         pending, in_block = self._pending, self._in_block
         self._pending, self._in_block = "", False
         if in_block:
-            return list(self._events(_trim_partial_end(pending)))
+            block = _trim_partial_end(pending)
+            if _is_block(block):
+                return list(self._events(block))
+            self._pending = ""
+            return [EVENT_BLOCK_START, *self.feed(pending), *self.finish()]
         return [pending] if pending else []
 
     def _events(self, block: str) -> list[ToolCallEvent]:

@@ -7,21 +7,17 @@ so both share them by construction.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, date, datetime
-from enum import Enum
-from pathlib import Path
+from datetime import UTC, datetime
 from typing import Any, Final
-
-from pydantic import BaseModel
 
 from agent_lab.domain.errors import SessionBusy, UsageError
 from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.json_values import json_text
 from agent_lab.domain.messages import ChatMessage
 
 TITLE_LIMIT: Final = 80
@@ -79,28 +75,9 @@ def check_positive(value: float, name: str) -> None:
         raise UsageError(f"{name} must be a positive number of seconds, not {value!r}")
 
 
-def _json_default(value: object) -> object:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
 def dumps(value: object, what: str) -> str:
     """JSON text of a stored value; a value JSON cannot hold is a ``UsageError``."""
-    try:
-        return json.dumps(value, ensure_ascii=False, default=_json_default)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{what} cannot be stored as JSON: {exc}") from exc
+    return json_text(value, what)
 
 
 def message_json(message: ChatMessage) -> str:

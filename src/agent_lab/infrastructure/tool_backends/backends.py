@@ -1,7 +1,7 @@
 """The real backends of the built-in tools, and where they keep their files.
 
-``local_backends()`` is the composition default used by
-``agent_lab.application.builtin_tools.builtin_tool_definitions``:
+``shared_local_backends()`` is the default that the composition root
+``agent_lab.defaults`` registers with ``agent_lab.application.builtin_backends``:
 
 * notes, calendar entries and the device volume live in ``builtin-tools.sqlite3``
   in the data directory (WAL, ``synchronous=FULL``: durable when a handler returns);
@@ -19,13 +19,14 @@ Environment:
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
-from agent_lab.application.builtin_tools import BuiltinBackends, SearchBackend
-from agent_lab.infrastructure.tool_backends.http_search import HttpSearchBackend
+from agent_lab.application.builtin_backends import BuiltinBackends, SearchBackend
 from agent_lab.infrastructure.tool_backends.local_search import (
     LocalSearchBackend,
     bundled_corpus_dir,
@@ -35,6 +36,9 @@ from agent_lab.infrastructure.tool_backends.stores import (
     SQLiteDeviceState,
     SQLiteNoteBook,
 )
+
+if TYPE_CHECKING:
+    from agent_lab.infrastructure.tool_backends.http_search import HttpSearchBackend
 
 __all__ = [
     "CORPUS_ENV",
@@ -49,6 +53,8 @@ __all__ = [
     "bundled_corpus_dir",
     "data_home",
     "local_backends",
+    "resolve_home",
+    "shared_local_backends",
 ]
 
 HOME_ENV = "AGENT_LAB_HOME"
@@ -62,10 +68,20 @@ def data_home() -> Path:
 
     ``AGENT_LAB_HOME`` when set, else ``platformdirs.user_data_dir("agent-lab")``.
     """
-    configured = os.environ.get(HOME_ENV, "").strip()
-    home = Path(configured).expanduser() if configured else Path(_platform_data_dir())
+    home = resolve_home()
     home.mkdir(parents=True, exist_ok=True)
     return home
+
+
+def resolve_home(home: Path | None = None) -> Path:
+    """``home``, else ``AGENT_LAB_HOME`` when set, else the platform's user data directory.
+
+    Nothing is created; the backends create their files on first use.
+    """
+    if home is not None:
+        return home
+    configured = os.environ.get(HOME_ENV, "").strip()
+    return Path(configured).expanduser() if configured else Path(_platform_data_dir())
 
 
 def _platform_data_dir() -> str:
@@ -103,11 +119,41 @@ def local_backends(
     )
 
 
+def shared_local_backends(home: Path | None = None) -> BuiltinBackends:
+    """``local_backends`` for ``home`` and the current environment, shared per process.
+
+    The backends hold no per-session state (every call opens its own connection), so
+    one instance per configuration serves every registry; the built-in definitions
+    bound to it are then shared too.
+    """
+    search_url = os.environ.get(SEARCH_URL_ENV, "").strip()
+    corpus = os.environ.get(CORPUS_ENV, "").strip()
+    return _shared(resolve_home(home), search_url, corpus)
+
+
+@functools.lru_cache(maxsize=64)
+def _shared(home: Path, search_url: str, corpus: str) -> BuiltinBackends:
+    corpus_dir = Path(corpus).expanduser() if corpus else None
+    return local_backends(home, search_url=search_url or None, corpus_dir=corpus_dir)
+
+
 def _search_backend(home: Path, search_url: str | None, corpus_dir: Path | None) -> SearchBackend:
     url = search_url or os.environ.get(SEARCH_URL_ENV, "").strip()
     if url:
+        from agent_lab.infrastructure.tool_backends.http_search import HttpSearchBackend
+
         return HttpSearchBackend(url)
     if corpus_dir is None:
         configured = os.environ.get(CORPUS_ENV, "").strip()
         corpus_dir = Path(configured).expanduser() if configured else None
     return LocalSearchBackend(home, corpus_dir=corpus_dir)
+
+
+def __getattr__(name: str) -> Any:
+    # ``httpx`` is imported only when HTTP search is used: it costs more than
+    # everything else a runtime's first construction does.
+    if name == "HttpSearchBackend":
+        from agent_lab.infrastructure.tool_backends.http_search import HttpSearchBackend
+
+        return HttpSearchBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

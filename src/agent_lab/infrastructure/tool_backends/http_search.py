@@ -4,21 +4,46 @@
 "url", "score"?}, ...]}``. Every ``httpx`` failure, error status or malformed answer
 leaves this module as ``BuiltinToolError`` naming the endpoint (without its query
 string or credentials).
+
+What the endpoint may make the tool do is bounded:
+
+* redirects are followed only within the endpoint's own origin (same scheme, host and
+  port), at most ``MAX_REDIRECTS`` of them; a redirect anywhere else is refused;
+* link-local and cloud metadata addresses (``169.254.0.0/16``, ``fe80::/10``,
+  ``metadata.google.internal``, ...) are refused, as a configured host, as a redirect
+  target, and as the address a host name resolved to;
+* the answer may be at most ``max_response_bytes`` long and must arrive completely
+  within ``timeout`` seconds of the request (a slow drip does not extend it).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import json
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
 
-from agent_lab.application.builtin_tools import BuiltinToolError, SearchBackendName, SearchHit
+from agent_lab.application.builtin_backends import BuiltinToolError, SearchBackendName, SearchHit
 from agent_lab.domain.errors import ConfigError
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
+DEFAULT_MAX_RESPONSE_BYTES = 1_000_000
+MAX_REDIRECTS = 3
 _MAX_SNIPPET_CHARS = 500
+_METADATA_ADDRESSES = frozenset({"fd00:ec2::254", "100.100.100.200"})
+_METADATA_HOSTS = frozenset(
+    {
+        "metadata",
+        "metadata.google.internal",
+        "metadata.goog",
+        "instance-data",
+        "instance-data.ec2.internal",
+    }
+)
 
 
 class HttpSearchBackend:
@@ -34,23 +59,29 @@ class HttpSearchBackend:
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         """Search at ``url`` (``http`` or ``https``).
 
         Args:
             url: The endpoint; ``q`` and ``format=json`` are added to its query string.
-            timeout: Seconds for connecting and for each read.
+            timeout: Seconds for the whole search: connecting, redirects and the body.
             headers: Extra request headers (e.g. an API key the endpoint wants).
             transport: An ``httpx`` transport to use instead of the network.
+            max_response_bytes: The longest answer body accepted.
 
         Raises:
-            ConfigError: ``url`` is not an absolute http(s) URL.
+            ConfigError: ``url`` is not an absolute http(s) URL, or names a link-local
+                or metadata host.
         """
         parsed = httpx.URL(url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise ConfigError(f"search URL must be an absolute http(s) URL, got {url!r}")
+        if forbidden_host(parsed.host):
+            raise ConfigError(f"search URL must not name a link-local or metadata host: {url!r}")
         self.url = url
         self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
         self._endpoint = parsed
         self._headers = dict(headers or {})
         self._transport = transport
@@ -68,19 +99,75 @@ class HttpSearchBackend:
             BuiltinToolError: the endpoint timed out, was unreachable, answered an
                 error status, or did not answer the expected JSON.
         """
+        deadline = time.monotonic() + self.timeout
         with (
             self._map_errors(),
             httpx.Client(
                 timeout=self.timeout,
                 headers=self._headers,
                 transport=self._transport,
-                follow_redirects=True,
+                follow_redirects=False,
             ) as client,
         ):
-            response = client.get(self._endpoint.copy_merge_params({"q": query, "format": "json"}))
-            response.raise_for_status()
-            document = response.json()
+            url = self._endpoint.copy_merge_params({"q": query, "format": "json"})
+            body = self._fetch(client, url, deadline)
+        try:
+            document = json.loads(body)
+        except ValueError as exc:  # not JSON (or not UTF-8)
+            raise BuiltinToolError(f"search backend {self._where} did not answer JSON") from exc
         return parse_results(document, limit=limit, where=self._where)
+
+    def _fetch(self, client: httpx.Client, url: httpx.URL, deadline: float) -> bytes:
+        for _ in range(MAX_REDIRECTS + 1):
+            with client.stream("GET", url) as response:
+                self._check_peer(response)
+                if not response.is_redirect:
+                    response.raise_for_status()
+                    return self._read(response, deadline)
+                url = self._redirect_target(response)
+        raise BuiltinToolError(
+            f"search backend {self._where} redirected more than {MAX_REDIRECTS} times"
+        )
+
+    def _redirect_target(self, response: httpx.Response) -> httpx.URL:
+        target = response.url.join(response.headers.get("location", ""))
+        endpoint = self._endpoint
+        same_origin = (target.scheme, target.host, target.port) == (
+            endpoint.scheme,
+            endpoint.host,
+            endpoint.port,
+        )
+        if not same_origin or forbidden_host(target.host):
+            raise BuiltinToolError(
+                f"search backend {self._where} redirected to another host; not followed"
+            )
+        return target
+
+    def _check_peer(self, response: httpx.Response) -> None:
+        stream = response.extensions.get("network_stream")
+        address = stream.get_extra_info("server_addr") if stream is not None else None
+        if isinstance(address, tuple) and address and forbidden_host(str(address[0])):
+            raise BuiltinToolError(
+                f"search backend {self._where} resolved to a link-local or metadata address"
+            )
+
+    def _read(self, response: httpx.Response, deadline: float) -> bytes:
+        cap = self.max_response_bytes
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > cap:
+            raise BuiltinToolError(f"search backend {self._where} answered more than {cap} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > cap:
+                raise BuiltinToolError(
+                    f"search backend {self._where} answered more than {cap} bytes"
+                )
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout("the answer took too long", request=response.request)
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     @contextmanager
     def _map_errors(self) -> Iterator[None]:
@@ -96,8 +183,20 @@ class HttpSearchBackend:
         except httpx.HTTPError as exc:
             reason = str(exc) or type(exc).__name__
             raise BuiltinToolError(f"could not reach search backend {where}: {reason}") from exc
-        except ValueError as exc:  # the body is not JSON
-            raise BuiltinToolError(f"search backend {where} did not answer JSON") from exc
+
+
+def forbidden_host(host: str) -> bool:
+    """Whether ``host`` is a link-local address or a cloud metadata name."""
+    name = host.strip("[]").rstrip(".").lower()
+    if name in _METADATA_HOSTS:
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_link_local or str(address) in _METADATA_ADDRESSES
 
 
 def parse_results(document: Any, *, limit: int, where: str = "") -> list[SearchHit]:

@@ -3,6 +3,8 @@
 The index is a derived cache in the data directory (one file per corpus folder). Each
 search first compares the folder's files (size and modification time) with the index
 and re-indexes only what changed, so edits, new files and deletions show up at once.
+Only files whose real path (symlinks followed) lies inside the folder are indexed: a
+link pointing out of the corpus is skipped.
 User text never reaches FTS5 as syntax: it is split into words, each word is quoted,
 and the words are joined with ``OR``.
 """
@@ -15,7 +17,7 @@ import sqlite3
 from importlib.resources import files
 from pathlib import Path
 
-from agent_lab.application.builtin_tools import BuiltinToolError, SearchBackendName, SearchHit
+from agent_lab.application.builtin_backends import BuiltinToolError, SearchBackendName, SearchHit
 from agent_lab.domain.errors import ConfigError
 from agent_lab.infrastructure.tool_backends.sqlite_file import ToolDatabase
 
@@ -143,11 +145,14 @@ class LocalSearchBackend:
 def _scan(corpus: Path) -> dict[str, Signature]:
     if not corpus.is_dir():
         raise BuiltinToolError(f"search corpus folder {corpus} does not exist")
+    root = corpus.resolve()
     found: dict[str, Signature] = {}
     for path in sorted(corpus.rglob("*")):
         relative = path.relative_to(corpus)
         if path.suffix.lower() not in DOCUMENT_SUFFIXES or _hidden(relative):
             continue
+        if not _inside(path, root):
+            continue  # a symlink out of the folder: never indexed
         try:
             stat = path.stat()
         except OSError:
@@ -155,6 +160,14 @@ def _scan(corpus: Path) -> dict[str, Signature]:
         if path.is_file():
             found[relative.as_posix()] = (stat.st_mtime_ns, stat.st_size)
     return found
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether ``path``'s real location (symlinks followed) is within ``root``."""
+    try:
+        return path.resolve().is_relative_to(root)
+    except (OSError, RuntimeError):  # vanished, or a symlink loop
+        return False
 
 
 def _hidden(relative: Path) -> bool:
@@ -185,7 +198,9 @@ def _reindex(
         doc_id = indexed[relative][0]
         connection.execute("DELETE FROM passages WHERE rowid = ?", (doc_id,))
         connection.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
-    text = _read(corpus / relative) if signature is not None else None
+    path = corpus / relative
+    inside = _inside(path, corpus.resolve())  # again: a link may have changed since the scan
+    text = _read(path) if signature is not None and inside else None
     if text is None or signature is None:
         return
     title, body = document_text(text, fallback_title=Path(relative).stem)

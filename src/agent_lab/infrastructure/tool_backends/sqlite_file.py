@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agent_lab.application.builtin_tools import BuiltinToolError
+from agent_lab.application.builtin_backends import BuiltinToolError
 
 _BUSY_TIMEOUT_SECONDS = 10.0
 # Several tools share one file: its first-use setup (switching to WAL, creating tables)

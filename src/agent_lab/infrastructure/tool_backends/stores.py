@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent_lab.application.builtin_tools import (
+from agent_lab.application.builtin_backends import (
     DEFAULT_VOLUME,
     CalendarEntry,
     Note,

@@ -6,9 +6,11 @@ import gc
 import ipaddress
 import secrets
 import socket
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -31,6 +33,15 @@ from agent_lab.interfaces.cli.options import (
 )
 from agent_lab.interfaces.settings import SIMULATED_MODEL
 
+MAX_MESSAGE_CHARS = 1_000_000
+"""The web lab's largest client message (``agent_lab.interfaces.web.limits``)."""
+MIN_TOKEN_CHARS = 16
+"""Shortest --token accepted for a lab reachable from other machines."""
+PUBLIC_ERROR_CHARS = 200
+"""Provider error messages are cut to this length for a lab reachable from elsewhere."""
+if TYPE_CHECKING:
+    from agent_lab.interfaces.web.options import WebOptions
+
 SIMULATE_DEFAULT_PORT = 8766
 """Not the web lab's 8765, so ``simulate`` and ``serve`` run side by side."""
 
@@ -47,10 +58,12 @@ Examples:
   agent-lab simulate --ttft-ms 0 --tps 0      # as fast as possible
 """
 
-SERVE_HELP = """Serve the web lab: run conversations, watch them live, browse sessions.
+SERVE_HELP = f"""Serve the web lab: run conversations, watch them live, browse sessions.
 
-Binding a non-loopback --host requires a token; without --token one is generated and
-printed once.
+Binding a non-loopback --host requires a token of at least {MIN_TOKEN_CHARS} characters;
+without --token one is generated and printed once. Clients of such a lab may only
+point their sessions at the server's own endpoint and at those given with
+--allow-endpoint (or `allow_endpoints` in the `[web]` table of the --config file).
 
 Examples:
 
@@ -59,6 +72,8 @@ Examples:
   agent-lab serve --port 9000 --db /tmp/lab.sqlite3
 
   agent-lab serve --host 0.0.0.0 --token "$(openssl rand -hex 16)"
+
+  agent-lab serve --host 0.0.0.0 --allow-endpoint https://api.openai.com/v1
 
   AGENT_LAB_DATABASE_URL=postgresql://lab@db/agent_lab agent-lab serve --workers 4
 """
@@ -115,6 +130,14 @@ def serve(
         str | None,
         typer.Option("--token", help="Require this access token.", show_default=False),
     ] = None,
+    allow_endpoint: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-endpoint",
+            help="A provider base URL clients may use (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
     base_url: BaseUrlOption = None,
     api_key: ApiKeyOption = None,
     model: ModelOption = None,
@@ -138,10 +161,12 @@ def serve(
     )
     with guard():
         create_app = _web_app_factory()
+        check_token(token, host)
+        endpoints = [*(allow_endpoint or []), *_config_endpoints(config)]
     generated = token is None and not is_loopback(host)
     if generated:
         token = secrets.token_urlsafe(24)
-    binding = Binding(host, port, token, generated)
+    binding = Binding(host, port, token, generated, web_options(host, endpoints))
     if workers > 1:
         from agent_lab.interfaces.cli.serve_workers import serve_in_workers
 
@@ -157,6 +182,43 @@ def _web_app_factory() -> Callable[..., Any]:
     except ImportError as exc:
         fail(f"the web lab is not available in this installation ({exc})")
     return create_app
+
+
+def check_token(token: str | None, host: str) -> None:
+    """Refuse an empty token, and a short one for a lab other machines can reach."""
+    if token is None:
+        return
+    if not token.strip():
+        fail("--token must not be empty (leave it out on loopback, or generate one)")
+    if not is_loopback(host) and len(token) < MIN_TOKEN_CHARS:
+        fail(
+            f"--token is too short for --host {host}: use at least {MIN_TOKEN_CHARS} "
+            "characters (for example `openssl rand -hex 16`), or leave it out to have one "
+            "generated"
+        )
+
+
+def web_options(host: str, endpoints: list[str]) -> WebOptions:
+    """The web lab's options: off loopback, an endpoint allowlist and short errors."""
+    from agent_lab.interfaces.web import WebOptions
+
+    if is_loopback(host):
+        return WebOptions(allowed_endpoints=tuple(endpoints) if endpoints else None)
+    return WebOptions(allowed_endpoints=tuple(endpoints), error_chars=PUBLIC_ERROR_CHARS)
+
+
+def _config_endpoints(config: Path | None) -> list[str]:
+    """``allow_endpoints`` of the ``[web]`` table of the settings file, if any."""
+    if config is None or not config.is_file():
+        return []
+    try:
+        table = tomllib.loads(config.read_text(encoding="utf-8")).get("web", {})
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return []  # reported by the settings loader
+    endpoints = table.get("allow_endpoints", []) if isinstance(table, dict) else []
+    if not isinstance(endpoints, list) or not all(isinstance(url, str) for url in endpoints):
+        fail(f"{config}: [web] allow_endpoints must be a list of URLs")
+    return list(endpoints)
 
 
 def is_loopback(host: str) -> bool:
@@ -177,6 +239,7 @@ class Binding:
     port: int
     token: str | None
     generated: bool
+    options: WebOptions | None = None
 
     def url(self, port: int) -> str:
         """The page's address; a generated token rides in the fragment."""
@@ -196,8 +259,11 @@ async def _serve_on(
     import uvicorn
 
     async with open_lab(options.settings()) as lab:
-        app = create_app(lab, token=binding.token)
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        app = create_app(lab, token=binding.token, options=binding.options)
+        # Nothing a client may send is larger (limits.MAX_MESSAGE_CHARS, 4 bytes a char),
+        # so uvicorn need not buffer its default 16 MiB per WebSocket message.
+        ws_max_size = 4 * MAX_MESSAGE_CHARS + 64 * 1024
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", ws_max_size=ws_max_size)
         server = uvicorn.Server(config)
         # Everything built so far lives as long as the server: keep it out of the
         # collector's full passes, which otherwise stall every live session (bench 4).

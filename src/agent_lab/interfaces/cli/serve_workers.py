@@ -13,6 +13,7 @@ that reconnects to another worker continues its session there within seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import socket
@@ -56,21 +57,25 @@ def _worker_main(sock: socket.socket, index: int, options: LabOptions, binding: 
     """One worker: its own lab and uvicorn server on the shared socket."""
     os.environ["AGENT_LAB_WORKER"] = str(index)
     try:
-        run_async(lambda: _serve(sock, options, binding.token))
+        run_async(lambda: _serve(sock, options, binding))
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
 
 
-async def _serve(sock: socket.socket, options: LabOptions, token: str | None) -> int:
+async def _serve(sock: socket.socket, options: LabOptions, binding: Binding) -> int:
     import uvicorn
 
+    from agent_lab.interfaces.cli.serve import MAX_MESSAGE_CHARS
     from agent_lab.interfaces.web import create_app
     from agent_lab.interfaces.web.options import WebOptions
 
+    web = dataclasses.replace(binding.options or WebOptions(), idle_seconds=IDLE_SECONDS)
     async with open_lab(options.settings()) as lab:
         lab.runtime_options["claim_wait_seconds"] = HANDOFF_WAIT_SECONDS
-        app = create_app(lab, token=token, options=WebOptions(idle_seconds=IDLE_SECONDS))
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        app = create_app(lab, token=binding.token, options=web)
+        ws_max_size = 4 * MAX_MESSAGE_CHARS + 64 * 1024  # as the single-process server
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", ws_max_size=ws_max_size)
+        server = uvicorn.Server(config)
         gc.collect()
         gc.freeze()  # as the single-process server: keep the collector off live sessions
         await server.serve(sockets=[sock])

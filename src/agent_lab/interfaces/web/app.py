@@ -8,15 +8,18 @@ from importlib import resources
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 import agent_lab.interfaces.web.rest as rest
 from agent_lab.domain.errors import ConfigError, StoreError
 from agent_lab.interfaces.lab import Lab
+from agent_lab.interfaces.web.guards import RateLimit
 from agent_lab.interfaces.web.hub import SessionHub
+from agent_lab.interfaces.web.masking import Masker
 from agent_lab.interfaces.web.options import WebOptions
-from agent_lab.interfaces.web.security import HostGuard, RequireToken
+from agent_lab.interfaces.web.security import HostGuard, NoSniff, RequireToken, check_token
 from agent_lab.interfaces.web.sockets import session_socket
 from agent_lab.interfaces.web.state import WebState
 
@@ -41,9 +44,14 @@ def create_app(lab: Lab, *, token: str | None = None, options: WebOptions | None
     Args:
         lab: The composition root whose store, tools and endpoint the app uses.
         token: When set, ``/api`` calls need ``Authorization: Bearer <token>`` and the
-            WebSocket needs ``?token=<token>``.
-        options: Buffer sizes, idle timeout and allowed hosts (see ``WebOptions``).
+            WebSocket needs it too (see ``security``). It must not be empty.
+        options: Buffer sizes, idle timeout, allowed hosts and endpoints, limits (see
+            ``WebOptions``).
+
+    Raises:
+        ValueError: ``token`` is empty.
     """
+    check_token(token)
     options = options or WebOptions()
     hub = SessionHub(lab, options)
 
@@ -61,7 +69,11 @@ def create_app(lab: Lab, *, token: str | None = None, options: WebOptions | None
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.web = WebState(lab=lab, hub=hub, options=options, token=token)
+    masker = Masker([lab.settings.secret_key()], error_chars=options.error_chars)
+    rate = RateLimit(options.rate_burst, options.rate_per_second)
+    app.state.web = WebState(
+        lab=lab, hub=hub, options=options, token=token, masker=masker, rate=rate
+    )
     app.include_router(rest.router, dependencies=[Depends(RequireToken(token))])
     app.add_api_websocket_route("/ws/sessions/{session_id}", session_socket)
     _add_page(app)
@@ -69,6 +81,7 @@ def create_app(lab: Lab, *, token: str | None = None, options: WebOptions | None
     hosts = options.hosts(token)
     if hosts is not None:
         app.add_middleware(HostGuard, allowed=hosts)
+    app.add_middleware(NoSniff)
     return app
 
 
@@ -88,10 +101,20 @@ def _add_page(app: FastAPI) -> None:
 
 
 def _add_error_handlers(app: FastAPI) -> None:
+    masker: Masker = app.state.web.masker
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            {"loc": list(error.get("loc", ())), "msg": error.get("msg", "")}
+            for error in exc.errors()
+        ]  # without the ``input`` FastAPI would echo back
+        return JSONResponse({"detail": problems}, status_code=422)
+
     @app.exception_handler(StoreError)
     async def store_failed(_: Request, exc: StoreError) -> JSONResponse:
-        return JSONResponse({"detail": f"storage failed: {exc}"}, status_code=503)
+        return JSONResponse({"detail": masker.text(f"storage failed: {exc}")}, status_code=503)
 
     @app.exception_handler(ConfigError)
     async def not_ready(_: Request, exc: ConfigError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=503)
+        return JSONResponse({"detail": masker.text(str(exc))}, status_code=503)

@@ -6,12 +6,14 @@ Client → server (JSON objects):
   "connection": {"base_url": ..., "api_key": ...}?}`` — start, resume or attach.
 * ``{"type": "user", "content": "..."}`` — the next user turn.
 * ``{"type": "cancel"}`` — cancel the turn in progress.
-* ``{"type": "close"}`` — end the live session (its runtime stops).
+* ``{"type": "close"}`` — end the live session (its runtime stops); queued turns
+  are dropped.
+* ``{"type": "drop_queued"}`` — drop the user turns waiting behind the running one.
 
 Server → client: stream frames ``{"offset": n, "message": {...}}`` carrying the
 runtime's output protocol (plus ``user_message`` frames the hub adds), and control
 frames without an offset: ``attached``, ``history``, ``detached``, ``cancelled``,
-``error``.
+``queued``, ``dropped``, ``deleted``, ``error``.
 """
 
 from __future__ import annotations
@@ -71,14 +73,30 @@ class CloseCommand(BaseModel):
     type: Literal["close"]
 
 
+class DropQueuedCommand(BaseModel):
+    """Drop the user turns still waiting behind the running one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["drop_queued"]
+
+
 Command = Annotated[
-    StartCommand | UserCommand | CancelCommand | CloseCommand, Field(discriminator="type")
+    StartCommand | UserCommand | CancelCommand | CloseCommand | DropQueuedCommand,
+    Field(discriminator="type"),
 ]
 _COMMANDS: TypeAdapter[Command] = TypeAdapter(Command)
 
 
 class ProtocolError(ValueError):
-    """A client message that cannot be used; the text is safe to send back."""
+    """A client message that cannot be used; the text is safe to send back.
+
+    ``field`` is the dotted path of the (first) offending field, when there is one.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def parse_command(text: str) -> Command:
@@ -91,7 +109,7 @@ def parse_command(text: str) -> Command:
     try:
         return _COMMANDS.validate_json(text)
     except ValidationError as exc:
-        raise ProtocolError(describe(exc, "message")) from None
+        raise ProtocolError(describe(exc, "message"), first_field(exc, None)) from None
 
 
 def run_request(command: StartCommand, session_id: str) -> DebugRunRequest:
@@ -106,7 +124,7 @@ def run_request(command: StartCommand, session_id: str) -> DebugRunRequest:
     try:
         return DebugRunRequest.model_validate(fields)
     except ValidationError as exc:
-        raise ProtocolError(describe(exc, "request")) from None
+        raise ProtocolError(describe(exc, "request"), first_field(exc, "request")) from None
 
 
 def describe(exc: ValidationError, what: str) -> str:
@@ -118,5 +136,22 @@ def describe(exc: ValidationError, what: str) -> str:
     return "invalid " + what + " — " + "; ".join(problems)
 
 
-def error_frame(message: str) -> dict[str, Any]:
-    return {"type": "error", "message": message}
+def first_field(exc: ValidationError, what: str | None) -> str | None:
+    """The dotted path of the first invalid field (``request.chat_agent.temperature``).
+
+    Without ``what`` (a whole command), the leading command type is left out.
+    """
+    errors = exc.errors(include_input=False, include_url=False)
+    if not errors:
+        return None
+    loc = [str(part) for part in errors[0]["loc"]]
+    parts = [what, *loc] if what is not None else loc[1:]
+    return ".".join(parts) or None
+
+
+def error_frame(message: str, field: str | None = None) -> dict[str, Any]:
+    """``{"type": "error", "message", "field"?}``; ``field`` names what to fix."""
+    frame: dict[str, Any] = {"type": "error", "message": message}
+    if field is not None:
+        frame["field"] = field
+    return frame

@@ -15,16 +15,33 @@ from agent_lab.domain.errors import SessionNotFound
 
 
 def session_summaries(store: SessionStore, live: set[str]) -> list[dict[str, Any]]:
-    """Every session, newest first, with its usage totals and whether it is live."""
+    """Every session, newest first, with its usage totals, whether it is live and its
+    ``status``: the status of its last turn (``completed``, ``failed``, ``cancelled``,
+    ``terminated``…) or ``empty``; ``failed_turns`` counts the failed and cancelled ones."""
     summaries = []
     for session in store.list_sessions():
         session_id = session["id"]
         try:
-            totals = store.usage_summary(session_id)["session"]
+            usage = store.usage_summary(session_id)
         except SessionNotFound:
             continue  # deleted between the two reads
-        summaries.append({**_without_config(session), "usage": totals, "live": session_id in live})
+        turns = usage["turns"]
+        status = _last_status(turns)
+        failed = sum(turn.get("status") in ("failed", "cancelled") for turn in turns)
+        summaries.append(
+            {
+                **_without_config(session),
+                "usage": usage["session"],
+                "live": session_id in live,
+                "status": status,
+                "failed_turns": failed,
+            }
+        )
     return summaries
+
+
+def _last_status(turns: list[dict[str, Any]]) -> str:
+    return str(turns[-1].get("status") or "unknown") if turns else "empty"
 
 
 def session_record(

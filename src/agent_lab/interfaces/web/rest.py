@@ -13,6 +13,9 @@ from agent_lab.interfaces.web.hub import dumps
 from agent_lab.interfaces.web.state import WebState, web_state
 
 ExportFormat = Literal["json", "jsonl"]
+MAX_ID_CHARS = 200
+"""Longest session id (as the store allows); longer ones are simply unknown."""
+_NOT_FOUND = "no such session"
 
 router = APIRouter(prefix="/api")
 
@@ -26,7 +29,7 @@ async def health(state: WebState = Depends(_state)) -> dict[str, Any]:
     """Liveness and the model endpoint the server uses by default."""
     return {
         "status": "ok",
-        "endpoint": state.lab.endpoint_description,
+        "endpoint": state.masker.text(state.lab.endpoint_description),
         "live_sessions": len(state.hub.live_ids()),
     }
 
@@ -35,7 +38,8 @@ async def health(state: WebState = Depends(_state)) -> dict[str, Any]:
 async def defaults(state: WebState = Depends(_state)) -> dict[str, Any]:
     """The request the server would build from its settings (prefills the page)."""
     request = state.lab.request("").model_dump(mode="json", exclude={"session_id", "user_message"})
-    return {"request": request, "endpoint": state.lab.endpoint_description}
+    endpoint = state.masker.text(state.lab.endpoint_description)
+    return {"request": state.masker.value(request), "endpoint": endpoint}
 
 
 @router.get("/tools")
@@ -50,7 +54,7 @@ async def list_sessions(state: WebState = Depends(_state)) -> dict[str, Any]:
     """Every stored session, newest first, with usage totals and a ``live`` flag."""
     live = state.hub.live_ids()
     sessions = await asyncio.to_thread(records.session_summaries, state.store(), live)
-    return {"sessions": sessions}
+    return {"sessions": state.masker.value(sessions)}
 
 
 @router.get("/sessions/{session_id}")
@@ -66,13 +70,19 @@ async def get_session(
 
 @router.delete("/sessions/{session_id}", status_code=204)
 async def delete_session(session_id: str, state: WebState = Depends(_state)) -> Response:
-    """Delete a stored session; 409 while it is live, 404 when unknown."""
+    """Delete a stored session; 409 while it is live, 404 when unknown.
+
+    Connections that show the session are told (a ``deleted`` frame), so their next
+    message does not silently start it again from turn 1.
+    """
+    _check_id(session_id)
     if state.hub.is_live(session_id):
-        raise HTTPException(409, detail=f"session {session_id!r} is live; close it first")
+        raise HTTPException(409, detail="the session is live; close it first")
     try:
         await asyncio.to_thread(state.store().delete_session, session_id)
     except SessionNotFound:
-        raise HTTPException(404, detail=f"no session {session_id!r}") from None
+        raise HTTPException(404, detail=_NOT_FOUND) from None
+    state.watchers.deleted(session_id)
     return Response(status_code=204)
 
 
@@ -93,12 +103,21 @@ async def export_session(
 
 
 async def _record(state: WebState, session_id: str, audit_after: int) -> dict[str, Any]:
+    _check_id(session_id)
     try:
-        return await asyncio.to_thread(
+        record = await asyncio.to_thread(
             records.session_record, state.store(), session_id, audit_after=audit_after
         )
     except SessionNotFound:
-        raise HTTPException(404, detail=f"no session {session_id!r}") from None
+        raise HTTPException(404, detail=_NOT_FOUND) from None
+    masked: dict[str, Any] = state.masker.value(record)
+    return masked
+
+
+def _check_id(session_id: str) -> None:
+    """404 (without repeating the id) for ids no session can have."""
+    if not session_id.strip() or len(session_id) > MAX_ID_CHARS:
+        raise HTTPException(404, detail=_NOT_FOUND)
 
 
 def _safe_name(session_id: str) -> str:

@@ -19,6 +19,7 @@ from starlette.websockets import WebSocketDisconnect
 import agent_lab.interfaces.web.records as records
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.domain.errors import AgentLabError, SessionNotFound
+from agent_lab.interfaces.web.guards import drop_queued, queued_turns
 from agent_lab.interfaces.web.hub import (
     CLOSE_SLOW_CONSUMER,
     LiveSession,
@@ -26,10 +27,13 @@ from agent_lab.interfaces.web.hub import (
     SessionLive,
     dumps,
 )
+from agent_lab.interfaces.web.limits import LimitExceeded, check_message_size, check_request
+from agent_lab.interfaces.web.masking import Masker
 from agent_lab.interfaces.web.protocol import (
     CancelCommand,
     CloseCommand,
     ConnectionOverride,
+    DropQueuedCommand,
     ProtocolError,
     StartCommand,
     UserCommand,
@@ -37,7 +41,7 @@ from agent_lab.interfaces.web.protocol import (
     parse_command,
     run_request,
 )
-from agent_lab.interfaces.web.security import socket_denial
+from agent_lab.interfaces.web.security import chosen_protocol, socket_denial
 from agent_lab.interfaces.web.state import WebState, web_state
 
 logger = logging.getLogger(__name__)
@@ -48,7 +52,7 @@ _COMMAND_BACKLOG = 64
 async def session_socket(websocket: WebSocket, session_id: str) -> None:
     """Serve one client of session ``session_id`` until it disconnects."""
     state = web_state(websocket)
-    await websocket.accept()
+    await websocket.accept(subprotocol=chosen_protocol(websocket.headers))
     denial = socket_denial(websocket, state.token)
     if denial is not None:
         await websocket.close(code=denial)
@@ -59,6 +63,17 @@ async def session_socket(websocket: WebSocket, session_id: str) -> None:
     await Connection(websocket, state, session_id).serve()
 
 
+class MaskedOutbox(Outbox):
+    """An outbox that masks secrets in every frame it takes (see ``masking``)."""
+
+    def __init__(self, maxsize: int, masker: Masker) -> None:
+        super().__init__(maxsize)
+        self.masker = masker
+
+    def offer(self, text: str) -> bool:
+        return super().offer(self.masker.frame(text))
+
+
 class Connection:
     """One socket attached to (at most) one live session."""
 
@@ -66,9 +81,11 @@ class Connection:
         self.websocket = websocket
         self.state = state
         self.session_id = session_id
-        self.outbox = Outbox(state.options.send_buffer)
+        self.outbox = MaskedOutbox(state.options.send_buffer, state.masker)
         self.live: LiveSession | None = None
         self.pending: tuple[DebugRunRequest, ConnectionOverride | None] | None = None
+        self.deleted = False
+        self.client = websocket.client.host if websocket.client else "?"
         self._send_lock = asyncio.Lock()
         self._commands: asyncio.Queue[str | None] = asyncio.Queue(_COMMAND_BACKLOG)
 
@@ -84,11 +101,17 @@ class Connection:
             asyncio.create_task(self._send_loop()),
             asyncio.create_task(self.outbox.dropped.wait()),
         }
+        self.state.watchers.add(self.session_id, self._on_deleted)
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self.state.watchers.remove(self.session_id, self._on_deleted)
+            if not self.state.hub.is_live(self.session_id):
+                self.state.session_keys.pop(self.session_id, None)
             if self.live is not None:
                 self.live.unsubscribe(self.outbox)
+                if self.live.subscriber_count == 0:
+                    drop_queued(self.live)  # nobody is left to see those turns
             for task in (reader, *tasks):
                 task.cancel()
             # ``wait`` (unlike ``gather``) never re-raises a child's cancellation as ours.
@@ -120,7 +143,10 @@ class Connection:
 
     async def _handle(self, text: str) -> None:
         try:
+            check_message_size(text)
             command = parse_command(text)
+            if isinstance(command, StartCommand | UserCommand) and not self._within_rate():
+                raise ProtocolError("rate limit: too many messages; wait a moment", "rate")
             match command:
                 case StartCommand():
                     await self._start(command)
@@ -130,8 +156,10 @@ class Connection:
                     self._cancel()
                 case CloseCommand():
                     self._close_session()
-        except ProtocolError as exc:
-            self._control(error_frame(str(exc)))
+                case DropQueuedCommand():
+                    self._drop_queued()
+        except (ProtocolError, LimitExceeded) as exc:
+            self._control(error_frame(str(exc), exc.field))
         except AgentLabError as exc:
             self._control(error_frame(f"{type(exc).__name__}: {exc}"))
 
@@ -139,6 +167,9 @@ class Connection:
         if self.live is not None and not self.live.ending:
             raise ProtocolError("already attached to this session; reconnect to resume")
         request = run_request(command, self.session_id) if command.request else None
+        if request is not None:
+            check_request(request)
+            self._check_connection(command.connection)
         live = self.state.hub.get(self.session_id)
         if live is not None:
             await self._attach(live, command.resume_from, command.stream_id)
@@ -153,7 +184,31 @@ class Connection:
             await self._send(self._attached(live=False))
             await self._send_history(None)
 
+    def _within_rate(self) -> bool:
+        return self.state.rate.allow(self.client)
+
+    def _check_connection(self, connection: ConnectionOverride | None) -> None:
+        base_url = (connection.base_url or "").strip() if connection is not None else ""
+        if not base_url:
+            return
+        if not base_url.lower().startswith(("http://", "https://")):
+            field = "connection.base_url"
+            raise ProtocolError(f"{field}: must be an http(s) URL", field)
+        if not self.state.options.endpoint_allowed(base_url, self.state.lab.base_url):
+            raise ProtocolError(
+                "connection.base_url: not an endpoint this server allows "
+                "(see `agent-lab serve --allow-endpoint`)",
+                "connection.base_url",
+            )
+
+    def _on_deleted(self) -> None:
+        self.deleted = True
+        self.pending = None
+        self._control({"type": "deleted", "session_id": self.session_id})
+
     async def _user(self, content: str) -> None:
+        if self.deleted:
+            raise ProtocolError("this session was deleted; start a new session", "session")
         if self.pending is not None:
             request, connection = self.pending
             update = {"user_message": content}
@@ -162,7 +217,13 @@ class Connection:
             return
         if self.live is None or self.live.ending:
             raise ProtocolError("no live session here: send a start message to resume it")
+        limit = self.state.options.queue_limit
+        if queued_turns(self.live) >= limit:
+            raise ProtocolError(
+                f"queue full: {limit} messages already wait for the running turn", "queue"
+            )
         self.live.submit(content)
+        self._control({"type": "queued", "count": queued_turns(self.live)})
 
     def _cancel(self) -> None:
         accepted = self.live.cancel_turn() if self.live is not None else False
@@ -170,14 +231,23 @@ class Connection:
 
     def _close_session(self) -> None:
         if self.live is not None:
+            self._drop_queued()
             self.live.close_input()
         self.pending = None
+
+    def _drop_queued(self) -> None:
+        dropped = drop_queued(self.live) if self.live is not None else 0
+        self._control({"type": "dropped", "count": dropped})
 
     async def _launch(
         self, request: DebugRunRequest, connection: ConnectionOverride | None, *, with_history: bool
     ) -> None:
         async with self._send_lock:
             record = await self._read_history(None) if with_history else None
+            key = connection.key() if connection is not None else None
+            if key is not None:
+                self.state.session_keys[self.session_id] = key
+            self.outbox.masker = self.state.masker_for(self.session_id)
             try:
                 self.live = await self.state.hub.start(request, self.outbox, connection)
             except SessionLive as exc:
@@ -194,13 +264,14 @@ class Connection:
         self, live: LiveSession, resume_from: int | None, stream_id: str | None
     ) -> None:
         async with self._send_lock:
+            self.outbox.masker = self.state.masker_for(self.session_id)
             replay = live.subscribe(self.outbox, resume_from, stream_id)
             self.live = live
             await self._send(self._attached(live=True, resumed=replay.history_before is None))
             if replay.history_before is not None:
                 await self._send_history(replay.history_before, truncated=replay.truncated)
             for frame in replay.frames:
-                await self.websocket.send_text(frame.text)
+                await self.websocket.send_text(self.outbox.masker.frame(frame.text))
 
     async def _send_history(self, before_turn: int | None, *, truncated: bool = False) -> None:
         record = await self._read_history(before_turn)
@@ -227,14 +298,14 @@ class Connection:
             "live": live,
             "resumed": resumed,
             "next_offset": current.next_offset if current is not None and live else None,
-            "endpoint": self.state.lab.endpoint_description,
+            "endpoint": self.state.masker.text(self.state.lab.endpoint_description),
         }
 
     def _control(self, frame: dict[str, Any]) -> None:
         self.outbox.offer(dumps(frame))
 
     async def _send(self, frame: dict[str, Any]) -> None:
-        await self.websocket.send_text(dumps(frame))
+        await self.websocket.send_text(self.outbox.masker.frame(dumps(frame)))
 
     async def _close(self, code: int, reason: str) -> None:
         with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError, TimeoutError):

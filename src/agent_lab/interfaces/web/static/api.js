@@ -1,5 +1,6 @@
 // REST calls with the optional bearer token (kept in sessionStorage, read from the
-// URL fragment `#token=…` or asked for once when the server answers 401).
+// URL fragment `#token=…` or asked for once, in one dialog, when the server answers
+// 401 — concurrent requests share that one question).
 
 import { h } from "./dom.js";
 
@@ -24,20 +25,47 @@ export function token() {
   return sessionStorage.getItem(TOKEN_KEY);
 }
 
-export function askToken() {
-  const value = window.prompt("This lab needs its access token:");
-  if (!value || !value.trim()) return false;
-  sessionStorage.setItem(TOKEN_KEY, value.trim());
-  return true;
+let asking = null;
+let declined = false;
+
+// Ask for the token once: every caller waiting meanwhile gets the same answer, and
+// after a refusal nobody asks again until the user opens the dialog themselves.
+export function askToken({ retry = false } = {}) {
+  if (declined && !retry) return Promise.resolve(false);
+  if (!asking) {
+    asking = tokenDialog(retry || Boolean(token())).then((given) => {
+      asking = null;
+      declined = !given;
+      return given;
+    });
+  }
+  return asking;
+}
+
+function tokenDialog(wrong) {
+  const dialog = document.getElementById("token-dialog");
+  const input = document.getElementById("token-input");
+  document.getElementById("token-wrong").hidden = !wrong;
+  input.value = "";
+  dialog.showModal();
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => {
+      const value = input.value.trim();
+      input.value = "";
+      if (dialog.returnValue !== "ok" || !value) return resolve(false);
+      sessionStorage.setItem(TOKEN_KEY, value);
+      resolve(true);
+    }, { once: true });
+  });
 }
 
 export async function api(path, options = {}) {
-  for (let attempt = 0; attempt < 2; attempt += 1) {
+  for (let attempt = 0; attempt < 3; attempt += 1) {
     const headers = { ...(options.headers || {}) };
     const current = token();
     if (current) headers.Authorization = `Bearer ${current}`;
     const response = await fetch(path, { ...options, headers });
-    if (response.status === 401 && attempt === 0 && askToken()) continue;
+    if (response.status === 401 && attempt < 2 && await askToken()) continue;
     if (!response.ok) throw new ApiError(response.status, await detailOf(response));
     if (options.raw) return response;
     return response.status === 204 ? null : response.json();
@@ -56,9 +84,17 @@ async function detailOf(response) {
 
 export function socketUrl(sessionId) {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
+  return `${scheme}://${location.host}/ws/sessions/${encodeURIComponent(sessionId)}`;
+}
+
+// The token rides in the Sec-WebSocket-Protocol header (never in the URL, so never in
+// access logs): "agent-lab" plus "agent-lab.token.<base64url of the token>".
+export function socketProtocols() {
   const current = token();
-  const query = current ? `?token=${encodeURIComponent(current)}` : "";
-  return `${scheme}://${location.host}/ws/sessions/${encodeURIComponent(sessionId)}${query}`;
+  if (!current) return ["agent-lab"];
+  const bytes = new TextEncoder().encode(current);
+  const encoded = btoa(String.fromCharCode(...bytes)).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+  return ["agent-lab", `agent-lab.token.${encoded}`];
 }
 
 export async function download(path, filename) {

@@ -1,21 +1,23 @@
 // Agent Lab page: wires the configuration, the live session socket, the conversation,
 // the timeline, the sessions table and the compare view together.
 
-import { api, ApiError, captureTokenFromFragment, download } from "./api.js";
-import { renderCompare, sessionOption } from "./compare.js";
+import { api, ApiError, askToken, captureTokenFromFragment, download } from "./api.js";
+import { loadCompare } from "./compare-view.js";
 import { ConfigPanel } from "./config.js";
 import { Conversation } from "./conversation.js";
 import { $, h, ms, num, shortId, toast } from "./dom.js";
+import { budgetNotice, budgetSpent, clearFieldErrors, LiveFigures, QueuedMessages, showFieldError } from "./feedback.js";
 import { groupAudits } from "./history.js";
-import { renderSessions } from "./sessions.js";
+import { matches, renderSessions } from "./sessions.js";
 import { SessionSocket } from "./socket.js";
-import { buildTimeline, renderDetail, renderWaterfall } from "./timeline.js";
+import { renderTimeline } from "./timeline-view.js";
 
 const SESSION_KEY = "agentlab.session";
 const STATUS_TEXT = {
   idle: "no session", connecting: "connecting…", live: "live", running: "running",
   pending: "ready to continue", ended: "ended", reconnecting: "reconnecting…",
-  stored: "stored", refused: "refused", unauthorized: "unauthorized",
+  stored: "stored", refused: "refused", unauthorized: "token needed",
+  rejected: "not started", deleted: "deleted",
 };
 
 const state = {
@@ -31,27 +33,20 @@ const state = {
   compareCache: new Map(),
   view: "lab",
   renderQueued: false,
+  lastSent: "",
+  liveFigures: new LiveFigures(),
 };
 
 const config = new ConfigPanel($("#config"));
 const conversation = new Conversation($("#messages"), $("#empty-hint"));
+const queued = new QueuedMessages($("#messages"), $("#drop-queued"));
 
 // ---------------------------------------------------------------- boot & views
 
 async function boot() {
   captureTokenFromFragment();
   wireControls();
-  try {
-    const [health, defaults, tools] = await Promise.all([api("/api/health"), api("/api/defaults"), api("/api/tools")]);
-    $("#endpoint").textContent = health.endpoint;
-    $("#endpoint").title = `Default endpoint: ${health.endpoint}`;
-    config.setTools(tools.tools);
-    config.applyDefaults(defaults.request);
-  } catch (error) {
-    $("#endpoint").textContent = "server unreachable";
-    toast(String(error.message || error), "error");
-    return;
-  }
+  if (!(await loadServer())) return;
   const remembered = sessionStorage.getItem(SESSION_KEY);
   if (remembered) {
     state.applyConfig = true;
@@ -59,7 +54,41 @@ async function boot() {
   }
 }
 
+async function loadServer() {
+  const endpoint = $("#endpoint");
+  try {
+    const [health, defaults, tools] = await Promise.all([api("/api/health"), api("/api/defaults"), api("/api/tools")]);
+    endpoint.textContent = health.endpoint;
+    endpoint.title = `Default endpoint: ${health.endpoint}`;
+    endpoint.dataset.state = "ok";
+    $("#enter-token").hidden = true;
+    config.setTools(tools.tools);
+    config.applyDefaults(defaults.request);
+    return true;
+  } catch (error) {
+    const locked = error instanceof ApiError && error.status === 401;
+    endpoint.textContent = locked ? "access token needed" : "server unreachable";
+    endpoint.title = locked ? "This lab needs its access token" : String(error.message || error);
+    endpoint.dataset.state = locked ? "locked" : "down";
+    $("#enter-token").hidden = !locked;
+    if (!locked) toast(String(error.message || error), "error");
+    return false;
+  }
+}
+
+async function unlock() {
+  if (!(await askToken({ retry: true }))) return;
+  if (await loadServer()) {
+    const remembered = sessionStorage.getItem(SESSION_KEY);
+    if (remembered && !state.socket) { state.applyConfig = true; connectSession(remembered); }
+  }
+}
+
 function wireControls() {
+  $("#enter-token").addEventListener("click", unlock);
+  $("#drop-queued").addEventListener("click", () => state.socket?.send({ type: "drop_queued" }));
+  $("#sessions-search").addEventListener("input", showSessions);
+  $("#sessions-filter").addEventListener("change", showSessions);
   for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showView(tab.dataset.view));
   $("#composer").addEventListener("submit", (event) => { event.preventDefault(); sendTurn(); });
   $("#composer-input").addEventListener("keydown", (event) => {
@@ -70,17 +99,17 @@ function wireControls() {
   $("#new-session").addEventListener("click", newSession);
   $("#reset-config").addEventListener("click", () => config.reset());
   $("#refresh-sessions").addEventListener("click", loadSessions);
-  $("#timeline-turn").addEventListener("change", (event) => { state.timelineTurn = Number(event.target.value); renderTimeline(); });
-  for (const id of ["#compare-a", "#compare-b", "#compare-turn"]) $(id).addEventListener("change", () => loadCompare(id !== "#compare-turn"));
+  $("#timeline-turn").addEventListener("change", (event) => { state.timelineTurn = Number(event.target.value); renderTimeline(state); });
+  for (const id of ["#compare-a", "#compare-b", "#compare-turn"]) $(id).addEventListener("change", () => loadCompare(state, id !== "#compare-turn"));
 }
 
 function showView(name) {
   state.view = name;
   for (const tab of document.querySelectorAll(".tab")) tab.setAttribute("aria-selected", String(tab.dataset.view === name));
   for (const view of document.querySelectorAll(".view")) view.hidden = view.dataset.view !== name;
-  if (name === "timeline") renderTimeline();
+  if (name === "timeline") renderTimeline(state);
   if (name === "sessions") loadSessions();
-  if (name === "compare") loadCompare(true);
+  if (name === "compare") loadCompare(state, true);
 }
 
 function setPhase(phase) {
@@ -126,6 +155,8 @@ function resetSessionView(sessionId) {
   state.record = null;
   state.timelineTurn = null;
   conversation.reset();
+  queued.clear();
+  clearFieldErrors();
   $("#conv-title").textContent = sessionId ? `Session ${shortId(sessionId)}` : "New session";
   $("#conv-usage").textContent = "";
 }
@@ -144,23 +175,59 @@ function sendTurn() {
   const input = $("#composer-input");
   const text = input.value.trim();
   if (!text) return;
+  if (state.phase === "deleted") return toast("This session was deleted — start a new session", "error");
+  state.lastSent = text;
+  clearFieldErrors();
   if (!state.sessionId) {
     connectSession(newId(), text);
   } else if (!state.socket) {
     const id = state.sessionId;
     connectSession(id, text);
-  } else if (state.phase === "ended") {
+  } else if (state.phase === "ended" || state.phase === "rejected") {
     if (!state.socket.send(startCommand(text, null, null))) return toast("Not connected", "error");
+    setPhase("connecting");
   } else if (!state.socket.send({ type: "user", content: text })) {
     return toast("Not connected yet — try again in a moment", "error");
+  } else if (state.phase === "running") {
+    queued.add(text);
   }
   input.value = "";
+}
+
+function restoreComposer(text) {
+  const input = $("#composer-input");
+  if (text && !input.value.trim()) input.value = text;
+}
+
+function onError(frame) {
+  if (frame.field === "queue" || frame.field === "rate") {
+    if (frame.field === "queue") restoreComposer(queued.refusedLast());
+    toast(frame.message, "error");
+    return;
+  }
+  const starting = state.phase === "connecting" || state.phase === "pending";
+  const shown = showFieldError(frame.field, frame.message);
+  if (!shown) toast(frame.message, "error");
+  if (starting) restoreComposer(state.lastSent);
+  if (state.phase === "connecting") setPhase("rejected");
 }
 
 function handleControl(frame) {
   switch (frame.type) {
     case "attached":
       setPhase(frame.live ? "live" : "pending");
+      if (frame.live) clearFieldErrors();
+      break;
+    case "queued":
+      break;
+    case "dropped":
+      queued.clear();
+      if (frame.count) toast(`Dropped ${frame.count} queued message${frame.count === 1 ? "" : "s"}`);
+      break;
+    case "deleted":
+      queued.clear();
+      setPhase("deleted");
+      conversation.notice("This session was deleted in another tab or window. Start a new session to go on.");
       break;
     case "history":
       loadHistory(frame.record, frame.truncated);
@@ -174,7 +241,7 @@ function handleControl(frame) {
       if (!frame.accepted) toast("No turn to cancel");
       break;
     case "error":
-      toast(frame.message, "error");
+      onError(frame);
       break;
     default:
       break;
@@ -199,8 +266,11 @@ function handleMessage(message) {
   switch (message.type) {
     case "user_message":
       state.liveTurn = message.turn_index;
+      queued.started(message.content);
       conversation.user(message.turn_index, message.content);
+      state.liveFigures.reset(message.turn_index);
       setPhase("running");
+      showLiveFigures();
       break;
     case "audit":
       onAudit(message);
@@ -213,9 +283,13 @@ function handleMessage(message) {
       break;
     case "tool_result":
       conversation.toolResult(message.message);
+      state.liveFigures.tool();
+      showLiveFigures();
       break;
     case "round_stats":
       conversation.stats(message);
+      state.liveFigures.round(message);
+      showLiveFigures();
       break;
     case "turn_completed":
     case "error":
@@ -233,7 +307,10 @@ function onAudit(message) {
   const details = message.details || {};
   if (message.event === "session_started") state.liveTurn = details.first_turn_index ?? state.liveTurn;
   if (message.event === "turn_started") state.liveTurn = details.turn_index;
-  if (message.event === "chat_round_started") conversation.startRound(details.round_index);
+  if (message.event === "chat_round_started") {
+    conversation.startRound(details.round_index);
+    if (budgetSpent(details)) conversation.notice(budgetNotice(details));
+  }
   const turn = state.liveTurn ?? details.turn_index ?? 0;
   if (!state.audits.has(turn)) state.audits.set(turn, []);
   state.audits.get(turn).push({ event: message.event, details, turn_index: turn });
@@ -260,8 +337,17 @@ async function refreshRecord() {
   }
 }
 
+function showLiveFigures() {
+  if (state.phase === "running") $("#conv-usage").replaceChildren(...state.liveFigures.chips());
+}
+
 function showRecordSummary(record) {
+  if (state.phase === "running") {
+    $("#conv-title").textContent = record.session?.title || `Session ${shortId(state.sessionId)}`;
+    return showLiveFigures();
+  }
   const usage = record.usage || {};
+  if (!usage.turn_count) return $("#conv-usage").replaceChildren();
   $("#conv-title").textContent = record.session?.title || `Session ${shortId(state.sessionId)}`;
   $("#conv-usage").replaceChildren(
     h("span", { class: `badge mode-${record.session?.mode}` }, record.session?.mode || ""),
@@ -280,41 +366,7 @@ function plural(count, noun) {
 function queueTimeline() {
   if (state.view !== "timeline" || state.renderQueued) return;
   state.renderQueued = true;
-  requestAnimationFrame(() => { state.renderQueued = false; renderTimeline(); });
-}
-
-function renderTimeline() {
-  const turns = [...state.audits.keys()].filter((turn) => turn > 0).sort((a, b) => a - b);
-  const select = $("#timeline-turn");
-  const latest = turns[turns.length - 1] ?? null;
-  const follow = state.timelineTurn === null || state.timelineTurn === Number(select.dataset.latest);
-  if (follow) state.timelineTurn = latest;
-  select.dataset.latest = String(latest);
-  select.replaceChildren(...turns.map((turn) => h("option", { value: String(turn), selected: turn === state.timelineTurn }, `turn ${turn}`)));
-  $("#timeline-session").textContent = state.sessionId ? `· ${state.record?.session?.title || shortId(state.sessionId)}` : "";
-  const audits = state.audits.get(state.timelineTurn) || [];
-  const model = buildTimeline(audits, state.record?.calls || [], state.timelineTurn);
-  renderWaterfall($("#timeline"), model, { onSelect: (item) => renderDetail($("#detail"), item) });
-  const summary = turnSummary(state.timelineTurn);
-  if (summary) $("#timeline").prepend(summary);
-  if (!state.sessionId) $("#timeline").replaceChildren(h("p", { class: "empty" }, "Start or open a session to see its timeline."));
-}
-
-function turnSummary(turnIndex) {
-  const turn = (state.record?.turns || []).find((entry) => entry.turn_index === turnIndex);
-  if (!turn) return null;
-  const chip = (label, value) => h("span", { class: "chip" }, h("b", {}, label), " ", value);
-  return h("div", { class: "turn-summary" },
-    h("div", { class: "turn-user", title: turn.user_message || "" }, turn.user_message || ""),
-    h("div", { class: "stats" },
-      chip("status", turn.status || "running"),
-      chip("wall", ms(turn.turn_wall_time_ms)),
-      chip("rounds", num(turn.round_count)),
-      chip("model calls", num(turn.model_calls)),
-      chip("tools", num(turn.tool_count)),
-      chip("fallbacks", num(turn.fallback_count)),
-      chip("tokens", num(turn.total_tokens)),
-      chip("cached", num(turn.cached_tokens))));
+  requestAnimationFrame(() => { state.renderQueued = false; renderTimeline(state); });
 }
 
 // ---------------------------------------------------------------- sessions
@@ -323,34 +375,33 @@ async function loadSessions() {
   try {
     const { sessions } = await api("/api/sessions");
     state.sessions = sessions;
-    renderSessions($("#sessions-body"), sessions, { open: openSession, resume: resumeSession, exportAs, remove: removeSession });
-    $("#sessions-empty").hidden = sessions.length > 0;
+    showSessions();
   } catch (error) {
     toast(String(error.message), "error");
   }
 }
 
+function showSessions() {
+  const query = $("#sessions-search").value.trim().toLowerCase();
+  const filter = $("#sessions-filter").value;
+  const shown = state.sessions.filter((session) => matches(session, query, filter));
+  renderSessions($("#sessions-body"), shown, { open: openSession, exportAs, remove: removeSession });
+  $("#sessions-empty").hidden = state.sessions.length > 0;
+  $("#sessions-none").hidden = !(state.sessions.length > 0 && shown.length === 0);
+}
+
+// Open = show the stored session with its configuration and attach to it: a live one
+// streams on, a stored one continues with the next message.
 async function openSession(session) {
   try {
     const record = await api(`/api/sessions/${encodeURIComponent(session.id)}`);
-    state.socket?.close();
-    state.socket = null;
-    resetSessionView(session.id);
-    sessionStorage.removeItem(SESSION_KEY);
-    state.applyConfig = true;
-    loadHistory(record, false);
-    setPhase(record.live ? "live" : "stored");
-    if (record.live) resumeSession(session);
-    else showView("lab");
+    if (record.session?.config) config.apply(record.session.config);
+    state.applyConfig = false;
+    connectSession(session.id);
+    showView("lab");
   } catch (error) {
     toast(String(error.message), "error");
   }
-}
-
-function resumeSession(session) {
-  state.applyConfig = true;
-  connectSession(session.id);
-  showView("lab");
 }
 
 function exportAs(session, format) {
@@ -371,46 +422,5 @@ async function removeSession(session) {
 }
 
 // ---------------------------------------------------------------- compare
-
-async function loadCompare(refreshList) {
-  try {
-    if (refreshList) await fillCompareSelects();
-    const ids = [$("#compare-a").value, $("#compare-b").value];
-    const records = await Promise.all(ids.map((id) => (id ? compareRecord(id) : null)));
-    const turnSelect = $("#compare-turn");
-    const maxTurn = Math.max(1, ...records.filter(Boolean).map((record) => (record.turns || []).length));
-    const chosen = Math.min(Number(turnSelect.value) || 1, maxTurn);
-    turnSelect.replaceChildren(...Array.from({ length: maxTurn }, (_, i) => h("option", { value: String(i + 1), selected: i + 1 === chosen }, `turn ${i + 1}`)));
-    renderCompare([$("#compare-col-a"), $("#compare-col-b")], records, chosen, showCompareDetail);
-  } catch (error) {
-    toast(String(error.message), "error");
-  }
-}
-
-function showCompareDetail(item) {
-  const panel = $("#compare-detail");
-  panel.hidden = false;
-  renderDetail(panel, item);
-  panel.prepend(h("button", { type: "button", class: "ghost small detail-close", onclick: () => { panel.hidden = true; } }, "Close"));
-}
-
-async function fillCompareSelects() {
-  const { sessions } = await api("/api/sessions");
-  state.sessions = sessions;
-  for (const [selector, mode, fallback] of [["#compare-a", "dual_agent", 0], ["#compare-b", "chat_agent_tools", 1]]) {
-    const select = $(selector);
-    const previous = select.value;
-    select.replaceChildren(h("option", { value: "" }, "— choose a session —"), ...sessions.map(sessionOption));
-    const preferred = sessions.find((s) => s.mode === mode) || sessions[fallback];
-    select.value = sessions.some((s) => s.id === previous) ? previous : preferred?.id || "";
-  }
-}
-
-async function compareRecord(id) {
-  const summary = state.sessions.find((session) => session.id === id);
-  const key = `${id}@${summary?.updated_at}`;
-  if (!state.compareCache.has(key)) state.compareCache.set(key, await api(`/api/sessions/${encodeURIComponent(id)}`));
-  return state.compareCache.get(key);
-}
 
 boot();

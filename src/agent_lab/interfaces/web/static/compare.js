@@ -1,5 +1,6 @@
-// Two sessions side by side: totals, per-turn metrics and the chosen turn's waterfall
-// on a shared time scale.
+// Two sessions side by side: totals, per-turn metrics and deltas, and the chosen turn's
+// waterfall on a shared time scale. Cold-start calls are flagged when the record says so
+// (`cold_start` on a call); cost shows when the record has it, "unknown" otherwise.
 
 import { h, ms, num, shortId } from "./dom.js";
 import { groupAudits } from "./history.js";
@@ -23,7 +24,7 @@ export function renderCompare(columns, records, turnIndex, onSelect) {
     }
     const chart = h("div", { class: "waterfall-wrap" });
     const other = index === 1 ? records[0] : null;
-    const parts = [header(record), totals(record), other ? deltas(record, other) : null,
+    const parts = [header(record), totals(record), other ? deltas(record, other, turnIndex) : null,
       turnTable(record, turnIndex), h("h3", { class: "section-title" }, `Turn ${turnIndex} timeline`), chart];
     column.replaceChildren(...parts.filter(Boolean));
     renderWaterfall(chart, models[index], { scale, onSelect });
@@ -56,40 +57,69 @@ function totals(record) {
     metric("cached", num(usage.cached_tokens)),
     metric("model calls", num(usage.model_calls)),
     metric("tools", num(usage.tool_count)),
-    metric("fallbacks", num(usage.fallback_count)));
+    metric("fallbacks", num(usage.fallback_count)),
+    metric("cost", cost(usage.cost)));
 }
 
-function deltas(record, base) {
-  const b = record.usage || {};
-  const a = base.usage || {};
-  const delta = (label, key, format) => {
-    const diff = (b[key] ?? 0) - (a[key] ?? 0);
+export function cost(value) {
+  return typeof value === "number" ? `$${value.toFixed(4)}` : "unknown";
+}
+
+function firstTtft(record, turnIndex) {
+  const call = (record.calls || []).find((entry) => entry.call_kind === "chat" && entry.round_index === 1 && entry.turn_index === turnIndex);
+  return call?.ttft_ms ?? null;
+}
+
+function coldTurns(record) {
+  return new Set((record.calls || []).filter((call) => call.cold_start === true).map((call) => call.turn_index));
+}
+
+// Deltas of turn `turnIndex` of B against the same turn of A (not whole-session totals,
+// which mean nothing when the sessions ran different numbers of turns).
+function deltas(record, base, turnIndex) {
+  const countA = (base.turns || []).length;
+  const countB = (record.turns || []).length;
+  const note = countA !== countB
+    ? h("div", { class: "count-note" }, `A has ${countA} turn${countA === 1 ? "" : "s"}, B has ${countB}: deltas compare turn by turn.`)
+    : null;
+  const b = (record.turns || []).find((turn) => turn.turn_index === turnIndex);
+  const a = (base.turns || []).find((turn) => turn.turn_index === turnIndex);
+  if (!a || !b) {
+    return h("div", { class: "deltas" }, note, h("span", { class: "delta-label" }, `turn ${turnIndex}`),
+      h("span", {}, `only in ${a ? "A" : b ? "B" : "neither"}: no delta`));
+  }
+  const delta = (label, valueB, valueA, format) => {
+    if (typeof valueB !== "number" || typeof valueA !== "number") return h("span", { class: "delta" }, `${label} –`);
+    const diff = valueB - valueA;
     const sign = diff > 0 ? "+" : diff < 0 ? "−" : "±";
     return h("span", { class: `delta ${diff > 0 ? "up" : diff < 0 ? "down" : ""}` }, `${label} ${sign}${format(Math.abs(diff))}`);
   };
-  return h("div", { class: "deltas" }, h("span", { class: "delta-label" }, "vs A"),
-    delta("wall", "turn_wall_time_ms", ms), delta("tokens", "total_tokens", num),
-    delta("model calls", "model_calls", num), delta("tools", "tool_count", num));
+  return h("div", { class: "deltas" }, note, h("span", { class: "delta-label" }, `turn ${turnIndex} vs A`),
+    delta("wall", b.turn_wall_time_ms, a.turn_wall_time_ms, ms),
+    delta("TTFT", firstTtft(record, turnIndex), firstTtft(base, turnIndex), ms),
+    delta("tokens", b.total_tokens, a.total_tokens, num),
+    delta("model calls", b.model_calls, a.model_calls, num),
+    delta("tools", b.tool_count, a.tool_count, num));
 }
 
 function turnTable(record, selected) {
-  const firstTtft = new Map();
-  for (const call of record.calls || []) {
-    if (call.call_kind === "chat" && call.round_index === 1) firstTtft.set(call.turn_index, call.ttft_ms);
-  }
+  const cold = coldTurns(record);
   const rows = (record.turns || []).map((turn) =>
     h("tr", { class: turn.turn_index === selected ? "selected" : "" },
       h("td", { class: "num" }, String(turn.turn_index)),
       h("td", { class: "clip", title: turn.user_message || "" }, turn.user_message || ""),
       h("td", { class: "num" }, ms(turn.turn_wall_time_ms)),
-      h("td", { class: "num" }, ms(firstTtft.get(turn.turn_index))),
+      h("td", { class: "num" }, ms(firstTtft(record, turn.turn_index)),
+        cold.has(turn.turn_index) ? h("span", { class: "cold", title: "includes the first model call of the server process (cold start)" }, " cold") : null),
       h("td", { class: "num" }, num(turn.round_count)),
       h("td", { class: "num" }, num(turn.total_tokens)),
-      h("td", { class: "num" }, num(turn.tool_count))));
+      h("td", { class: "num" }, num(turn.tool_count)),
+      h("td", { class: "num" }, cost(turn.cost))));
   return h("table", { class: "turn-table" },
     h("thead", {}, h("tr", {},
       h("th", { class: "num" }, "#"), h("th", {}, "User"), h("th", { class: "num" }, "Wall"),
       h("th", { class: "num", title: "provider time to first chunk, round 1" }, "TTFT"),
-      h("th", { class: "num" }, "Rounds"), h("th", { class: "num" }, "Tokens"), h("th", { class: "num" }, "Tools"))),
+      h("th", { class: "num" }, "Rounds"), h("th", { class: "num" }, "Tokens"), h("th", { class: "num" }, "Tools"),
+      h("th", { class: "num" }, "Cost"))),
     h("tbody", {}, rows));
 }

@@ -1,4 +1,5 @@
-// The sessions table: usage per session, reopen, continue, export and delete.
+// The sessions table: status and usage per session, open (to read or continue),
+// export and delete.
 
 import { h, ms, num, shortId, when } from "./dom.js";
 
@@ -10,24 +11,37 @@ function sessionRow(session, actions) {
   const usage = session.usage || {};
   const button = (label, handler, extra = {}) =>
     h("button", { type: "button", class: "ghost small", onclick: () => handler(session), ...extra }, label);
-  return h("tr", { dataset: { session: session.id } },
+  const status = session.status || "unknown";
+  const failed = session.failed_turns ? ` · ${session.failed_turns} failed or cancelled turn${session.failed_turns === 1 ? "" : "s"}` : "";
+  return h("tr", { dataset: { session: session.id, status } },
     h("td", { class: "title-cell" },
       h("div", { class: "session-title", title: session.title || "" }, session.title || "Untitled session"),
       h("div", { class: "session-id mono", title: session.id }, shortId(session.id))),
-    h("td", {}, h("span", { class: `badge mode-${session.mode}` }, session.mode || "?"),
+    h("td", {}, h("span", { class: `status status-${status}`, title: `last turn: ${status}${failed}` }, status),
       session.live ? h("span", { class: "live-dot", title: "live: a runtime is running this session", "aria-label": "live" }) : null),
+    h("td", { class: "opt" }, h("span", { class: `badge mode-${session.mode}` }, session.mode || "?")),
     h("td", { class: "num" }, num(session.turn_count)),
-    h("td", { class: "num" }, num(usage.total_tokens)),
-    h("td", { class: "num" }, num(usage.cached_tokens)),
-    h("td", { class: "num" }, num(usage.tool_count)),
-    h("td", { class: "num" }, num(usage.fallback_count)),
-    h("td", { class: "num" }, ms(usage.turn_wall_time_ms)),
-    h("td", { class: "when" }, when(session.updated_at)),
+    h("td", { class: "num opt" }, num(usage.total_tokens)),
+    h("td", { class: "num opt" }, num(usage.cached_tokens)),
+    h("td", { class: "num opt" }, num(usage.tool_count)),
+    h("td", { class: "num opt" }, num(usage.fallback_count)),
+    h("td", { class: "num opt" }, ms(usage.turn_wall_time_ms)),
+    h("td", { class: "when opt" }, when(session.updated_at)),
     h("td", { class: "actions" },
-      button("Open", actions.open),
-      button("Continue", actions.resume),
+      button("Open", actions.open, { class: "small", title: "Show this session and continue it" }),
       h("span", { class: "export-group", role: "group", "aria-label": "Export" },
         button("JSON", (s) => actions.exportAs(s, "json"), { title: "Export as JSON" }),
         button("JSONL", (s) => actions.exportAs(s, "jsonl"), { title: "Export as JSON Lines" })),
       button("Delete", actions.remove, { class: "ghost small danger", disabled: session.live, title: session.live ? "Live sessions cannot be deleted" : "Delete" })));
+}
+
+// Whether a session passes the search text and the filter of the sessions table.
+export function matches(session, query, filter) {
+  const text = `${session.title || ""} ${session.id}`.toLowerCase();
+  if (query && !text.includes(query)) return false;
+  if (!filter) return true;
+  if (filter === "failed") return session.status === "failed" || session.status === "cancelled" || session.failed_turns > 0;
+  if (filter === "live") return session.live;
+  if (filter === "completed") return session.status === "completed";
+  return session.mode === filter;
 }

@@ -2,7 +2,7 @@
 // after a drop the socket reconnects and asks to resume after the last offset it saw,
 // so nothing is shown twice and nothing is missed.
 
-import { askToken, socketUrl } from "./api.js";
+import { askToken, socketProtocols, socketUrl } from "./api.js";
 
 const CLOSE_UNAUTHORIZED = 4401;
 const CLOSE_FORBIDDEN = 4403;
@@ -29,7 +29,7 @@ export class SessionSocket {
 
   connect() {
     this.onState("connecting");
-    const ws = new WebSocket(socketUrl(this.sessionId));
+    const ws = new WebSocket(socketUrl(this.sessionId), socketProtocols());
     this.ws = ws;
     ws.onopen = () => {
       this.retries = 0;
@@ -64,13 +64,13 @@ export class SessionSocket {
     if (this.ws) this.ws.close(1000);
   }
 
-  closed(ws, event) {
+  async closed(ws, event) {
     if (ws !== this.ws || this.closedByUs) return;
     if (event.code === CLOSE_FORBIDDEN) {
       this.onState("refused");
       return;
     }
-    if (event.code === CLOSE_UNAUTHORIZED && !askToken()) {
+    if (event.code === CLOSE_UNAUTHORIZED && !(await askToken({ retry: true }))) {
       this.onState("unauthorized");
       return;
     }

@@ -89,11 +89,30 @@ function toolBars(audits, at) {
       const latency = result.tool_latency_ms ?? 0;
       const item = bar("tool", result.event_name, Math.max(0, stop - latency), stop, 2);
       item.status = result.status;
-      item.details = { result, event_batch_results: audit };
+      const call = callOf(audits, result.event_id);
+      item.details = compact({ arguments: call.arguments, result: call.result, status: result, event_batch_results: audit });
       bars.push(item);
     }
   }
   return bars;
+}
+
+// The arguments a call ran with and the result it returned, found in the turn's audits:
+// the last object `{id: eventId, arguments}` and the `{tool_call_id: eventId, content}` reply.
+export function callOf(audits, eventId) {
+  const found = { arguments: null, result: null };
+  const visit = (value, depth) => {
+    if (!value || typeof value !== "object" || depth > 6) return;
+    if (Array.isArray(value)) return value.forEach((entry) => visit(entry, depth + 1));
+    if (value.id === eventId && value.arguments && typeof value.arguments === "object") {
+      const given = Object.keys(value.arguments).length > 0;
+      if (given || found.arguments === null) found.arguments = given ? value.arguments : "{} (none in the call; the event agent fills them in)";
+    }
+    if (value.tool_call_id === eventId && typeof value.content === "string") found.result = value.content;
+    for (const entry of Object.values(value)) visit(entry, depth + 1);
+  };
+  if (eventId) for (const audit of audits) visit(audit.details, 0);
+  return found;
 }
 
 function argumentCalls(audits, calls, at, turnIndex) {
@@ -122,16 +141,27 @@ function compact(object) {
   return Object.fromEntries(Object.entries(object).filter(([, value]) => value));
 }
 
+export const MIN_BAR_PX = 10;
+
 export function renderWaterfall(container, model, { scale = null, onSelect = null } = {}) {
   const total = scale || model.total;
   const pct = (value) => `${Math.min(100, (value / total) * 100)}%`;
   const rows = model.items.map((item) => waterfallRow(item, pct, onSelect));
   const overlay = h("div", { class: "wf-markers", "aria-hidden": "true" },
-    model.markers.map((marker) => markerLine(marker, pct)));
+    model.markers.map((marker, index) => markerLine(marker, index, pct)));
+  const narrow = (container.clientWidth || 800) < 520;
   container.replaceChildren(h("div", { class: "wf" },
-    h("div", { class: "wf-row wf-axis" }, h("div", { class: "wf-label" }, "turn_elapsed_ms"), axis(total, pct)),
-    h("div", { class: "wf-rows" }, overlay, rows)));
+    h("div", { class: "wf-row wf-axis" }, h("div", { class: "wf-label" }, "turn_elapsed_ms"), axis(total, pct, narrow ? 3 : 6)),
+    h("div", { class: "wf-rows" }, overlay, rows),
+    model.markers.length ? markerRow(model.markers, pct) : null),
+    markerLegend(model.markers));
   if (!model.items.length) container.append(h("p", { class: "empty" }, "No audit records for this turn yet."));
+}
+
+function markerLegend(markers) {
+  if (!markers.length) return null;
+  return h("div", { class: "wf-markers-legend", "aria-label": "Dashed lines" },
+    markers.map((marker, index) => h("span", { class: "wf-marker-key" }, `${index + 1} ${marker.label} · ${ms(marker.at)}`)));
 }
 
 function waterfallRow(item, pct, onSelect) {
@@ -142,7 +172,8 @@ function waterfallRow(item, pct, onSelect) {
     onclick: () => onSelect && onSelect(item),
   });
   barEl.style.setProperty("left", pct(item.start));
-  barEl.style.setProperty("width", `max(3px, ${pct(item.end - item.start)})`);
+  barEl.style.setProperty("width", `max(${MIN_BAR_PX}px, ${pct(item.end - item.start)})`);
+  barEl.setAttribute("aria-label", barEl.title);
   if (item.wait) {
     const wait = h("span", { class: "wf-wait" });
     const span = Math.max(1, item.end - item.start);
@@ -151,18 +182,29 @@ function waterfallRow(item, pct, onSelect) {
     barEl.append(wait);
   }
   return h("div", { class: `wf-row wf-row-${item.kind}` },
-    h("div", { class: "wf-label", title: item.label }, h("span", { class: `dot dot-${item.kind}` }), item.label),
+    h("div", { class: "wf-label", title: item.label, tabindex: "0" }, h("span", { class: `dot dot-${item.kind}` }), item.label),
     h("div", { class: "wf-track" }, barEl, h("span", { class: "wf-dur" }, ms(item.end - item.start))));
 }
 
-function markerLine(marker, pct) {
+function markerLine(marker, index, pct) {
   const line = h("div", { class: "wf-marker", title: `${marker.label} · ${ms(marker.at)}` });
   line.style.setProperty("left", pct(marker.at));
   return line;
 }
 
-function axis(total, pct) {
-  const step = niceStep(total / 6);
+// The dashed lines' numbers, in their own row under the bars (keyed in the legend).
+function markerRow(markers, pct) {
+  const badges = markers.map((marker, index) => {
+    const badge = h("span", { class: "wf-marker-label", title: `${marker.label} · ${ms(marker.at)}` }, String(index + 1));
+    badge.style.setProperty("left", pct(marker.at));
+    badge.style.setProperty("top", `${(index % 2) * 12}px`);
+    return badge;
+  });
+  return h("div", { class: "wf-row wf-marker-row" }, h("div", { class: "wf-label" }, "markers"), h("div", { class: "wf-track" }, badges));
+}
+
+function axis(total, pct, count = 6) {
+  const step = niceStep(total / count);
   const ticks = [];
   for (let value = 0; value <= total + 0.001; value += step) {
     const tick = h("span", { class: "wf-tick" }, ms(value));

@@ -1,0 +1,134 @@
+// What the page tells the user about its own state: errors next to the field they are
+// about, the messages waiting behind a running turn, and the running turn's figures.
+
+import { $, h, ms, num } from "./dom.js";
+
+// Error frames name the field (`request.chat_agent.temperature`); this is the input.
+const FIELD_INPUTS = [
+  [/^request\.chat_agent\.temperature/, "#chat-temperature"],
+  [/^request\.chat_agent\.model/, "#chat-model"],
+  [/^request\.chat_agent/, "#chat-model"],
+  [/^request\.event_agent\.temperature/, "#event-temperature"],
+  [/^request\.event_agent\.model/, "#event-model"],
+  [/^request\.event_agent\.max_event_loops/, "#max-event-loops"],
+  [/^request\.event_agent\.max_parallel_events/, "#max-parallel-events"],
+  [/^request\.event_agent\.enabled_tools/, "#tool-list"],
+  [/^request\.system_prompts/, "#system-prompts"],
+  [/^request\.pre_messages/, "#pre-messages"],
+  [/^connection\.base_url/, "#base-url"],
+  [/^connection\.api_key/, "#api-key"],
+  [/^(request\.user_message|content|message)$/, "#composer-input"],
+];
+
+export function fieldInput(field) {
+  if (!field) return null;
+  const match = FIELD_INPUTS.find(([pattern]) => pattern.test(field));
+  return match ? $(match[1]) : null;
+}
+
+// Show `message` under the input of `field`; returns false when no input matches.
+export function showFieldError(field, message) {
+  const input = fieldInput(field);
+  if (!input) return false;
+  clearFieldError(input);
+  input.setAttribute("aria-invalid", "true");
+  const id = `${input.id}-error`;
+  input.setAttribute("aria-describedby", id);
+  input.after(h("div", { class: "field-error", id, role: "alert" }, message));
+  if (input.id !== "tool-list") input.addEventListener("input", () => clearFieldError(input), { once: true });
+  input.closest(".view-lab")?.scrollIntoView?.({ block: "nearest" });
+  return true;
+}
+
+export function clearFieldError(input) {
+  input.removeAttribute("aria-invalid");
+  input.removeAttribute("aria-describedby");
+  document.getElementById(`${input.id}-error`)?.remove();
+}
+
+export function clearFieldErrors() {
+  for (const input of document.querySelectorAll("[aria-invalid=true]")) clearFieldError(input);
+}
+
+// Messages sent while a turn runs wait in the server's queue: show them until they start.
+export class QueuedMessages {
+  constructor(root, dropButton) {
+    this.root = root;
+    this.dropButton = dropButton;
+    this.items = [];
+  }
+
+  add(text) {
+    const el = h("div", { class: "msg user queued", title: "waiting for the running turn" },
+      h("div", { class: "msg-meta" }, "You · queued"),
+      h("div", { class: "msg-text" }, text));
+    this.items.push({ text, el });
+    this.root.append(el);
+    this.update();
+  }
+
+  // A turn started with `text`: the oldest matching queued bubble goes away.
+  started(text) {
+    const index = this.items.findIndex((item) => item.text === text);
+    if (index >= 0) this.items.splice(index, 1)[0].el.remove();
+    this.update();
+  }
+
+  refusedLast() {
+    const last = this.items.pop();
+    last?.el.remove();
+    this.update();
+    return last?.text ?? null;
+  }
+
+  clear() {
+    for (const item of this.items) item.el.remove();
+    this.items = [];
+    this.update();
+  }
+
+  update() {
+    this.dropButton.hidden = this.items.length === 0;
+    this.dropButton.textContent = `Drop queued (${this.items.length})`;
+    for (const item of this.items) this.root.append(item.el); // keep them last
+  }
+}
+
+// Figures of the turn in progress, from its round_stats and tool results.
+export class LiveFigures {
+  constructor() { this.reset(null); }
+
+  reset(turn) {
+    this.turn = turn;
+    this.tokens = 0;
+    this.tools = 0;
+    this.rounds = 0;
+    this.ttft = null;
+  }
+
+  round(stats) {
+    this.rounds += 1;
+    this.tokens += stats.total_tokens || 0;
+    if (this.ttft === null && typeof stats.ttft_ms === "number") this.ttft = stats.ttft_ms;
+  }
+
+  tool() { this.tools += 1; }
+
+  chips() {
+    const parts = [h("span", { class: "live-turn" }, `turn ${this.turn ?? "?"} running…`)];
+    if (this.ttft !== null) parts.push(h("span", {}, `TTFT ${ms(this.ttft)}`));
+    if (this.rounds) parts.push(h("span", {}, `${num(this.tokens)} tokens so far`));
+    if (this.tools) parts.push(h("span", {}, `${num(this.tools)} tool${this.tools === 1 ? "" : "s"} so far`));
+    return parts;
+  }
+}
+
+// A round that may not offer tools any more because the turn's event budget is spent.
+export function budgetSpent(details) {
+  const configured = details.configured_events || [];
+  return configured.length > 0 && details.event_budget_remaining === 0 && (details.events_enabled || []).length === 0;
+}
+
+export function budgetNotice(details) {
+  return `Event budget used up: round ${details.round_index} runs without tools (max_event_loops reached).`;
+}
