@@ -95,7 +95,14 @@ def _held_lock(path: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _full_file_system(path: Path) -> Iterator[None]:
-    """Fill the (small, private) file system holding ``path`` until writes fail."""
+    """Fill the (small, private) file system holding ``path`` until writes fail.
+
+    A full disk alone does not fail every SQLite write: a WAL that has room left (a
+    checkpointed WAL is written again from its start) takes the next frames without a
+    new byte of disk. So once the disk is full, a side connection commits small rows
+    until SQLite itself reports the disk full; then no room is left for the store's
+    write either. The probe rows are dropped afterwards.
+    """
     filler = path.parent / "fault-filler.bin"
     descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
@@ -106,10 +113,28 @@ def _full_file_system(path: Path) -> Iterator[None]:
                     os.write(descriptor, block)
     finally:
         os.close(descriptor)
+    side = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
+        _use_up_the_wal(side)
         yield
     finally:
         filler.unlink()
+        with contextlib.suppress(sqlite3.Error):
+            side.execute("DROP TABLE IF EXISTS fault_probe")
+        side.close()
+
+
+def _use_up_the_wal(side: sqlite3.Connection) -> None:
+    side.execute("PRAGMA busy_timeout = 5000")
+    for _ in range(10_000):
+        try:
+            side.execute("CREATE TABLE IF NOT EXISTS fault_probe (body BLOB)")
+            side.execute("INSERT INTO fault_probe VALUES (zeroblob(512))")
+        except sqlite3.OperationalError as exc:
+            if "full" in str(exc):
+                return
+            raise
+    raise AssertionError("the store's file system never filled up")
 
 
 @contextlib.contextmanager

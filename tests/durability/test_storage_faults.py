@@ -105,13 +105,16 @@ def _assert_wording(message: str, fault: str) -> None:
 @pytest.mark.parametrize("fault", FAULTS_HERE)
 @pytest.mark.parametrize("site", list(SITES))
 async def test_a_failed_write_stops_side_effects_and_the_next_turn_recovers(
-    tmp_path: Path, site: str, fault: str, mode: str
+    tmp_path: Path, site: str, fault: str, mode: str, request: pytest.FixtureRequest
 ) -> None:
     folder = Path(TINY_FS) / f"{site}-{mode}" if TINY_FS else tmp_path
     folder.mkdir(exist_ok=True)
     path = folder / "lab.sqlite3"
     SQLiteSessionStore(path).close()
     store = FaultInjectingStore(path, site, fault)
+    # Closed at the end: a store left open until garbage collection deletes its WAL
+    # then, freeing disk space in the middle of a later case's "full disk".
+    request.addfinalizer(store.inner.close)
     ran: list[str] = []
     runtime = DebugRuntime(_model(mode), registry=_registry(ran), session_store=store)  # type: ignore[arg-type]
     queues = runtime.start_session(_request(mode))
