@@ -83,7 +83,9 @@ def messages_until(socket: ClientConnection, *types: str, timeout: float = 120) 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         frame = json.loads(socket.recv(timeout=deadline - time.monotonic()))
-        message = frame.get("message", frame)
+        # Stream frames are {"offset", "message"}; control frames (attached, history,
+        # error) are the message itself.
+        message = frame["message"] if "offset" in frame else frame
         seen.append(message)
         if message.get("type") in types:
             return seen
