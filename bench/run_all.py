@@ -4,7 +4,7 @@ Run from the project root::
 
     .venv/bin/python -m bench                    # everything, writes bench/RESULTS.md
     .venv/bin/python -m bench --quick            # a tiny version of each, prints only
-    .venv/bin/python -m bench --only delta,turn  # some of them (RESULTS.md: those only)
+    .venv/bin/python -m bench --only delta,turn  # some of them, merged into RESULTS.md
     .venv/bin/python bench/run_all.py ...        # the same
 
 ``--quick`` is the smoke mode CI runs (``tests/bench/test_bench_smoke.py``); its numbers
@@ -20,13 +20,15 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import Check, Report, table, verdict  # noqa: E402
-from bench._machine import describe  # noqa: E402
+from bench._machine import describe, load  # noqa: E402
+from bench._merge import merge  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 BENCHMARKS = {
@@ -41,6 +43,7 @@ BENCHMARKS = {
     "transport": "bench.bench_transport",
     "session_growth": "bench.bench_session_growth",
     "construction": "bench.bench_construction",
+    "sessions": "bench.bench_sessions",
 }
 
 
@@ -68,7 +71,12 @@ def run_one(name: str, quick: bool) -> Report:
     return report
 
 
-def render(reports: list[Report], machine: list[str], command: str) -> str:
+def render(
+    reports: list[Report],
+    machine: list[str],
+    command: str,
+    stamps: dict[str, str] | None = None,
+) -> str:
     checks = [check for report in reports for check in report.checks]
     summary = [
         (c.benchmark, c.metric, c.value, c.target, verdict(c.met)) for c in checks if c.target
@@ -91,11 +99,12 @@ def render(reports: list[Report], machine: list[str], command: str) -> str:
     ]
     for report in reports:
         seconds = report.figures.get("seconds", 0.0)
+        stamp = (stamps or {}).get(report.title)
         lines += [
             "",
             f"## {report.title}",
             "",
-            f"Command: `{report.command}` ({seconds:.0f} s)",
+            f"Command: `{report.command}` ({seconds:.0f} s" + (f"; {stamp})" if stamp else ")"),
             "",
             report.markdown.strip(),
         ]
@@ -116,14 +125,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         command += f" --only {args.only}"
     machine_before = describe()
-    reports = []
+    reports, stamps = [], {}
     for name in names:
         print(f"running {name} ...", file=sys.stderr, flush=True)
+        started = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {load()}"
         reports.append(run_one(name, args.quick))
-    text = render(reports, machine_before + describe(load_only=True), command)
+        stamps[reports[-1].title] = f"run {started} → {load()}"
+    text = render(reports, machine_before + describe(load_only=True), command, stamps)
     print(text)
     output = args.output or (None if args.quick else RESULTS)
     if output is not None:
+        if args.only and output.exists():  # keep the sections of the other benchmarks
+            text = merge(output.read_text(encoding="utf-8"), text)
         output.write_text(text, encoding="utf-8")
         print(f"wrote {output}", file=sys.stderr)
     failed = [r.title for r in reports if r.title.endswith("(failed)")]

@@ -44,3 +44,46 @@ def test_the_documented_command_writes_a_report(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     text = output.read_text(encoding="utf-8")
     assert "## Machine" in text and "## Targets" in text and "Fixed cost per turn" in text
+
+
+def test_a_partial_run_is_merged_into_the_results_file() -> None:
+    from bench._merge import merge
+
+    old = "\n".join(
+        [
+            "# Benchmark results",
+            "## Machine",
+            "- Date: old",
+            "## Targets (1 of 2 met)",
+            "| benchmark | metric | measured | target | verdict |",
+            "|---|---|---|---|---:|",
+            "| 1 delta | µs | 1 | ≤ 2 | met |",
+            "| 3 turn | ms | 9 | ≤ 1 | **missed** |",
+            "## 1. Delta",
+            "old delta section",
+            "## 3. Turn",
+            "old turn section",
+        ]
+    )
+    new = "\n".join(
+        [
+            "# Benchmark results",
+            "## Machine",
+            "- Date: new",
+            "## Targets (1 of 1 met)",
+            "| benchmark | metric | measured | target | verdict |",
+            "|---|---|---|---|---:|",
+            "| 3 turn | ms | 0.5 | ≤ 1 | met |",
+            "## 3. Turn",
+            "new turn section",
+        ]
+    )
+
+    merged = merge(old, new)
+
+    assert "old delta section" in merged and "new turn section" in merged
+    assert "old turn section" not in merged and "- Date: new" in merged
+    assert "| 1 delta | µs | 1 | ≤ 2 | met |" in merged
+    assert "| 3 turn | ms | 0.5 | ≤ 1 | met |" in merged and "**missed**" not in merged
+    assert "## Targets (2 of 2 met)" in merged
+    assert merged.index("## 1. Delta") < merged.index("## 3. Turn")

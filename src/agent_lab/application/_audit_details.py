@@ -6,15 +6,26 @@ payloads. ``turn_elapsed_ms`` is added by the ``Auditor`` when it emits them.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
+from agent_lab.application._metrics import ModelCall
 from agent_lab.application.contracts import AgentParams, ToolInvocationMode
-from agent_lab.application.events import EventBatchResult
+from agent_lab.application.events import EventBatchResult, EventResult
+from agent_lab.domain.errors import AgentLabError
 from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.json_values import json_default
 from agent_lab.domain.messages import ChatMessage, TokenUsage
 
 Details = dict[str, Any]
+
+RESULT_CAP_CHARS = 65_536
+"""A tool result longer than this (as the JSON text the model saw) is audited as a
+marker with its size, hash and first ``RESULT_HEAD_CHARS`` characters."""
+RESULT_HEAD_CHARS = 2_048
 
 
 def session_started(
@@ -28,17 +39,130 @@ def session_started(
     }
 
 
-def session_finished(status: str | None = None) -> Details:
-    """One-shot runs say how their turn ended; a session's close says nothing more."""
-    return {} if status is None else {"status": status}
+def session_finished(
+    status: str | None = None,
+    *,
+    failure: AgentLabError | None = None,
+    unfinished: Sequence[ChatMessage] = (),
+) -> Details:
+    """One-shot runs say how their turn ended (and why, see ``turn_closing``); a
+    session's close says nothing more."""
+    if status is None:
+        return {}
+    return {"status": status, **turn_closing(failure, unfinished)}
 
 
 def turn_started(turn_index: int) -> Details:
     return {"turn_index": turn_index}
 
 
-def turn_completed(turn_index: int, round_count: int, status: str) -> Details:
-    return {"turn_index": turn_index, "round_count": round_count, "status": status}
+def turn_completed(
+    turn_index: int,
+    round_count: int,
+    status: str,
+    *,
+    failure: AgentLabError | None = None,
+    unfinished: Sequence[ChatMessage] = (),
+) -> Details:
+    return {
+        "turn_index": turn_index,
+        "round_count": round_count,
+        "status": status,
+        **turn_closing(failure, unfinished),
+    }
+
+
+def turn_closing(failure: AgentLabError | None, unfinished: Sequence[ChatMessage]) -> Details:
+    """What closes a turn that did not complete: why, and the results of the batch it
+    left unfinished that were shown (and made durable) before it ended."""
+    details: Details = {}
+    if failure is not None:
+        details["failure_reason"] = failure.failure_reason
+        details["failure_message"] = kept_failure_message(failure)
+    if unfinished:
+        details["unfinished_results"] = [_shown_result(message) for message in unfinished]
+    return details
+
+
+_OPAQUE_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9+/=_-])(?=[^A-Z\s]*[A-Z])(?=[^a-z\s]*[a-z])(?=[^0-9\s]*[0-9])"
+    r"[A-Za-z0-9+/=_-]{20,}"
+)
+"""A run of 20 or more characters of the base64 alphabet mixing upper case, lower case
+and digits: what an encoded credential looks like (paths and hex ids do not)."""
+
+
+def kept_failure_message(failure: AgentLabError) -> str:
+    """The failure's message as it is kept (audited and stored with the turn).
+
+    The client masks a key it knows in every plain form, but a provider may echo it in
+    another encoding (base64, hex): opaque tokens of 20 characters or more are kept as
+    ``***``, so no credential reaches the store. What the user is shown live is
+    unchanged.
+    """
+    return _OPAQUE_TOKEN.sub("***", str(failure))
+
+
+def _shown_result(message: ChatMessage) -> Details:
+    result = tool_result_value(message.content)
+    failed = isinstance(result.get("result"), dict) and "error" in result["result"]
+    return {
+        "event_id": message.tool_call_id,
+        "event_name": message.name,
+        "status": "failed" if failed else "succeeded",
+        **result,
+    }
+
+
+def tool_result_value(content: str) -> Details:
+    """``{"result": <the payload>}``, or ``{"result": None, "result_capped": {...}}`` for
+    a result over ``RESULT_CAP_CHARS`` (the transcript keeps it whole)."""
+    if len(content) <= RESULT_CAP_CHARS:
+        try:
+            return {"result": json.loads(content)}
+        except ValueError:
+            return {"result": content}
+    return {
+        "result": None,
+        "result_capped": {
+            "original_chars": len(content),
+            "sha256": hashlib.sha256(content.encode("utf-8")).hexdigest(),
+            "head": content[:RESULT_HEAD_CHARS],
+        },
+    }
+
+
+def json_value(value: Any) -> Any:
+    """``value`` as JSON reads it back, converted as the store converts it (tuples
+    become lists, dates ISO text, …); anything else as its ``str``: an audit never
+    fails for a value it cannot hold."""
+    return json.loads(json.dumps(value, ensure_ascii=False, default=_json_or_text))
+
+
+def _json_or_text(value: object) -> object:
+    try:
+        return json_default(value)
+    except TypeError:
+        return str(value)
+
+
+def model_call(call: ModelCall, metric_key: str) -> Details:
+    """One model call's figures: the runtime's and, when it reports them, the client's."""
+    timing = call.timing
+    return {
+        "metric_key": metric_key,
+        "model": call.model,
+        "usage": call.usage.model_dump() if call.usage is not None else None,
+        "provider_ttft_ms": call.ttft_ms,
+        "latency_ms": call.latency_ms,
+        "warmup_ms": timing.warmup_ms if timing is not None else None,
+        "connect_ms": timing.connect_ms if timing is not None else None,
+        "first_chunk_ms": timing.first_chunk_ms if timing is not None else None,
+        "total_ms": timing.total_ms if timing is not None else None,
+        "attempts": timing.attempts if timing is not None else None,
+        "cold": call.cold,
+        "cold_reasons": list(call.cold_reasons),
+    }
 
 
 def chat_round_started(
@@ -95,6 +219,7 @@ def chat_agent_response(
     usage: TokenUsage | None,
     visible_ttft_ms: int | None,
     provider_ttft_ms: int | None,
+    call: Details | None = None,
     ignored_event_names: Sequence[str] = (),
 ) -> Details:
     details: Details = {
@@ -111,6 +236,7 @@ def chat_agent_response(
         "usage_reported": usage is not None,
         "visible_ttft_ms": visible_ttft_ms,
         "provider_ttft_ms": provider_ttft_ms,
+        "call": call,
     }
     if ignored_event_names:
         details["ignored_event_names"] = list(ignored_event_names)
@@ -160,23 +286,55 @@ def provider_tools_completed(scope: str, round_index: int, batch: EventBatchResu
 
 
 def event_batch_results(scope: str, round_index: int, batch: EventBatchResult) -> Details:
+    """One entry per logical result: its figures, arguments, result and the ids of the
+    calls coalesced into it."""
+    coalesced: dict[str, list[str]] = {}
+    for entry in batch.results:
+        if entry.deduplicated_from is not None:
+            coalesced.setdefault(entry.deduplicated_from, []).append(entry.event_id)
     return {
         "scope": scope,
         "round_index": round_index,
-        "results": [entry.audit_entry() for entry in batch.logical_results],
+        "results": [
+            _result_entry(entry, coalesced.get(entry.event_id, []))
+            for entry in batch.logical_results
+        ],
     }
 
 
-def event_policy_decision(scope: str, round_index: int, decision: dict[str, object]) -> Details:
-    return {"scope": scope, "round_index": round_index, **decision}
+def _result_entry(entry: EventResult, coalesced: list[str]) -> Details:
+    return {
+        **entry.audit_entry(),
+        "arguments": json_value(entry.arguments),
+        **tool_result_value(entry.tool_message().content),
+        "coalesced_ids": coalesced,
+    }
+
+
+def event_policy_decision(
+    scope: str, round_index: int, decision: dict[str, object], spoken: Sequence[str] = ()
+) -> Details:
+    """The decision, and the runtime's own sentences (template confirmations, farewell)."""
+    return {"scope": scope, "round_index": round_index, **decision, "spoken": list(spoken)}
 
 
 def terminal_completed(scope: str, event_ids: Sequence[str]) -> Details:
     return {"scope": scope, "event_ids": list(event_ids)}
 
 
-def chat_round_finished(turn_index: int, round_index: int) -> Details:
-    return {"round_index": round_index, "turn_index": turn_index}
+def chat_round_finished(
+    turn_index: int,
+    round_index: int,
+    *,
+    elapsed_ms: int | None = None,
+    visible_ttft_ms: int | None = None,
+) -> Details:
+    return {
+        "round_index": round_index,
+        "turn_index": turn_index,
+        "elapsed_ms": elapsed_ms,
+        "visible_ttft_ms": visible_ttft_ms,
+    }
 
 
 def event_agent_request(
@@ -187,7 +345,10 @@ def event_agent_request(
     events: Sequence[ToolCallEvent],
     tools: list[dict[str, Any]],
     history: Sequence[ChatMessage],
+    system_prompt: str = "",
 ) -> Details:
+    """What the event agent was sent; a forced argument call sends ``system_prompt`` as
+    a system message, then ``history``, with its event's tool from ``tools``."""
     return {
         "agent": "event_agent",
         "scope": scope,
@@ -196,17 +357,44 @@ def event_agent_request(
         "events": [event.model_dump() for event in events],
         "tools": tools,
         "history": [message.model_dump() for message in history],
+        "system_prompt": system_prompt,
     }
 
 
 def event_agent_response(
-    scope: str, replies: Sequence[ChatMessage], raw_model_chunks: list[dict[str, Any]]
+    scope: str,
+    replies: Sequence[ChatMessage],
+    raw_model_chunks: list[dict[str, Any]],
+    resolutions: Sequence[Details] = (),
 ) -> Details:
+    """The replies, and per event its resolved arguments and how they were resolved."""
     return {
         "agent": "event_agent",
         "scope": scope,
         "replies": [reply.model_dump() for reply in replies],
         "raw_model_chunks": raw_model_chunks,
+        "resolutions": list(resolutions),
+    }
+
+
+def resolution(
+    event: ToolCallEvent,
+    *,
+    resolved_by: str,
+    resolver: str | None,
+    call: Details | None,
+) -> Details:
+    """How one event got its arguments: ``resolver`` (no model call),
+    ``argument_fallback`` / ``argument_generation`` (the forced call in ``call``),
+    ``empty`` (no resolver, and the empty arguments fit the schema) or
+    ``not_resolved`` (an unknown or disabled tool)."""
+    return {
+        "event_id": event.id,
+        "event_name": event.name,
+        "arguments": json_value(event.arguments),
+        "resolved_by": resolved_by,
+        "resolver": resolver,
+        "call": call,
     }
 
 

@@ -77,9 +77,12 @@ class BatchRun:
 class ReplyEmitter:
     """Shows ``tool_result``s in call order as they land."""
 
-    def __init__(self, order: list[str], output: asyncio.Queue[Any]) -> None:
+    def __init__(
+        self, order: list[str], output: asyncio.Queue[Any], durable: dict[str, ChatMessage]
+    ) -> None:
         self._order = list(dict.fromkeys(order))
         self._landed: dict[str, ChatMessage] = {}
+        self._durable = durable  # the turn keeps what landed, for its record
         self._next = 0
         self._output = output
 
@@ -88,6 +91,7 @@ class ReplyEmitter:
 
     async def land(self, event_id: str, message: ChatMessage) -> None:
         self._landed[event_id] = message
+        self._durable[event_id] = message
         while self._next < len(self._order) and self._order[self._next] in self._landed:
             await self._output.put(_outputs.tool_result(self._landed[self._order[self._next]]))
             self._next += 1
@@ -159,7 +163,7 @@ async def run_dual_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchRun
 async def _collect_dual_replies(
     ctx: RoundContext, batch_id: str, request: EventAgentRequest
 ) -> EventBatchDone:
-    emitter = ReplyEmitter([event.id for event in request.events], ctx.output)
+    emitter = ReplyEmitter([event.id for event in request.events], ctx.output, ctx.turn.landed)
     while True:
         item = await ctx.event_agent.replies.receive()
         match item:
@@ -197,7 +201,7 @@ async def run_direct_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchR
     assistant = ChatMessage(role="assistant", content=streamed.content, tool_calls=events)
     batch_id = await _begin(ctx, streamed, assistant=assistant, visible=[])
     session.seen_call_ids.update(event.id for event in events)
-    emitter = ReplyEmitter([event.id for event in events], ctx.output)
+    emitter = ReplyEmitter([event.id for event in events], ctx.output, ctx.turn.landed)
 
     async def on_result(result: EventResult) -> None:
         reply = result.tool_message()

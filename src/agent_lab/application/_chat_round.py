@@ -7,7 +7,7 @@ from typing import Any
 
 from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
-from agent_lab.application._metrics import ModelCall
+from agent_lab.application._metrics import CLIENT_CALLS, ModelCall
 from agent_lab.application.contracts import AgentParams
 from agent_lab.application.ports import ChatClient
 from agent_lab.domain.events import ToolCallEvent
@@ -136,8 +136,18 @@ class _RoundStream:
 async def stream_round(
     client: ChatClient, auditor: Auditor, request: ChatRoundRequest, requested_at: float
 ) -> StreamedRound:
-    """Stream one chat call, putting deltas, usage and accepted events on the output."""
+    """Stream one chat call, putting deltas, usage and accepted events on the output.
+
+    Visible TTFT leaves out the client warm-up the call waited for (recorded apart).
+    """
     handler = _RoundStream(auditor, request, requested_at)
-    async for item in client.stream_chat(request.messages, request.offer.tools, request.params):
+    first_of_client = CLIENT_CALLS.first_use(client)
+    stream = client.stream_chat(request.messages, request.offer.tools, request.params)
+    async for item in stream:
         await handler.take(item)
-    return await handler.finish()
+    streamed = await handler.finish()
+    streamed.call.observe(stream, first_of_client=first_of_client)
+    warmup = round(streamed.call.warmup_ms)
+    if streamed.ttft_ms is not None and warmup:
+        streamed.ttft_ms = max(0, streamed.ttft_ms - warmup)
+    return streamed

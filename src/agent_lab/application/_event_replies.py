@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from agent_lab.application._metrics import ModelCall
+from agent_lab.application.compact_queue import CompactQueue
 from agent_lab.application.events import EventBatchResult, EventResult
 from agent_lab.domain.messages import ChatMessage
 
@@ -83,7 +84,7 @@ class ReplyChannel:
     """
 
     def __init__(self, wire: asyncio.Queue[Any] | None = None) -> None:
-        self._items: asyncio.Queue[EventAgentReply] = asyncio.Queue()
+        self._items: asyncio.Queue[EventAgentReply] = CompactQueue()
         self._wire = wire
 
     async def reply(self, scope: str, result: EventResult) -> None:

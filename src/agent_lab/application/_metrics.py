@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
+import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from agent_lab.application.contracts import ToolInvocationMode
 from agent_lab.application.events import EventBatchResult, EventSource
 from agent_lab.application.session_store import CallKind, CallMetric
+from agent_lab.domain.call_timing import CallTiming
 from agent_lab.domain.messages import TokenUsage
+
+ColdReason = Literal["client_warm_up", "first_call_of_client"]
 
 
 @dataclass
@@ -27,7 +32,36 @@ class ModelCall:
     """When each raw chunk arrived, in ms after the request (wall clock, for replay
     pacing only; metrics use the injected clock)."""
     sent_at: float = field(default_factory=time.perf_counter)
+    timing: CallTiming | None = None
+    """What the client measured (warm-up, connect, first chunk); ``None`` for clients
+    that report nothing (test doubles)."""
+    cold_reasons: tuple[ColdReason, ...] = ()
+    """Why the call is cold, if it is: it waited for client warm-up, or it was the
+    first call this process made through its client (connection setup)."""
     _chunks: list[bytes | dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def cold(self) -> bool:
+        return bool(self.cold_reasons)
+
+    def observe(self, stream: object, *, first_of_client: bool) -> None:
+        """Take the client's timing of ``stream`` once it ended; provider TTFT comes from
+        it when the client measured it, so it never includes client warm-up."""
+        timing = getattr(stream, "timing", None)
+        self.timing = timing if isinstance(timing, CallTiming) else None
+        reasons: list[ColdReason] = []
+        if self.timing is not None and self.timing.cold:
+            reasons.append("client_warm_up")
+        if first_of_client:
+            reasons.append("first_call_of_client")
+        self.cold_reasons = tuple(reasons)
+        if self.timing is not None and self.timing.first_chunk_ms is not None:
+            self.ttft_ms = round(self.timing.first_chunk_ms)
+
+    @property
+    def warmup_ms(self) -> float:
+        """Client warm-up this call waited for (0 when none or unknown)."""
+        return self.timing.warmup_ms if self.timing is not None else 0.0
 
     def add_chunk(self, chunk: dict[str, Any], raw_json: bytes | None = None) -> None:
         # Kept as JSON bytes when the client gave them: thousands of live chunk dicts
@@ -49,12 +83,52 @@ class ModelCall:
                 gc.enable()
 
 
+class ClientCalls:
+    """Which client objects this process has already called (for the ``cold`` flag)."""
+
+    def __init__(self) -> None:
+        self._seen: weakref.WeakSet[object] = weakref.WeakSet()
+        self._seen_ids: set[int] = set()
+
+    def first_use(self, client: object) -> bool:
+        """True the first time ``client`` is asked; later calls find it used."""
+        try:
+            if client in self._seen:
+                return False
+            self._seen.add(client)
+        except TypeError:  # unhashable (e.g. a dataclass): remember it by id until it dies
+            key = id(client)
+            if key in self._seen_ids:
+                return False
+            self._seen_ids.add(key)
+            with contextlib.suppress(TypeError):  # no weak references: the id stays taken
+                weakref.finalize(client, self._seen_ids.discard, key)
+        return True
+
+
+CLIENT_CALLS = ClientCalls()
+"""One per process: a client's first call pays connection setup."""
+
+
+def chat_metric_key(turn_index: int, round_index: int) -> str:
+    return f"chat:{turn_index}:{round_index}"
+
+
+def argument_metric_key(fallback: bool, turn_index: int, round_index: int, event_id: str) -> str:
+    prefix = "fallback" if fallback else "generation"
+    return f"{prefix}:{turn_index}:{round_index}:{event_id}"
+
+
+def tool_metric_key(turn_index: int, round_index: int, event_id: str) -> str:
+    return f"tool:{turn_index}:{round_index}:{event_id}"
+
+
 def chat_metric(
     call: ModelCall, *, turn_index: int, round_index: int, mode: ToolInvocationMode
 ) -> CallMetric:
     return _model_metric(
         call,
-        metric_key=f"chat:{turn_index}:{round_index}",
+        metric_key=chat_metric_key(turn_index, round_index),
         call_kind="chat",
         agent="chat_agent",
         turn_index=turn_index,
@@ -75,10 +149,9 @@ def argument_metric(
 ) -> CallMetric:
     """A forced-tool-choice call: ``argument_fallback`` when a resolver failed, else
     ``argument_generation``."""
-    prefix = "fallback" if fallback else "generation"
     return _model_metric(
         call,
-        metric_key=f"{prefix}:{turn_index}:{round_index}:{event_id}",
+        metric_key=argument_metric_key(fallback, turn_index, round_index, event_id),
         call_kind="argument_fallback" if fallback else "argument_generation",
         agent="event_agent",
         turn_index=turn_index,
@@ -135,7 +208,7 @@ def tool_metrics(
     """
     return [
         CallMetric(
-            metric_key=f"tool:{turn_index}:{round_index}:{result.event_id}",
+            metric_key=tool_metric_key(turn_index, round_index, result.event_id),
             turn_index=turn_index,
             round_index=round_index,
             call_kind="tool_execution",

@@ -19,15 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from agent_lab.application._audit_details import kept_failure_message
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric, CallStatus, SessionStore
-from agent_lab.domain.errors import PersistenceFailed, StoreError, StoreFormatError
+from agent_lab.domain.errors import AgentLabError, PersistenceFailed, StoreError, StoreFormatError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
 T = TypeVar("T")
 
 LEASE_SECONDS = 30.0
+_HOST = socket.gethostname()
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class Recorder(Protocol):
         status: str,
         wall_time_ms: int,
         round_count: int,
+        failure: AgentLabError | None = None,
     ) -> None: ...
 
     async def close(self) -> None: ...
@@ -130,11 +133,16 @@ class NullRecorder:
         status: str,
         wall_time_ms: int,
         round_count: int,
+        failure: AgentLabError | None = None,
     ) -> None:
         return None
 
     async def close(self) -> None:
         return None
+
+
+NULL_RECORDER = NullRecorder()
+"""Stateless, so every session without a store shares this one."""
 
 
 class SessionRecorder:
@@ -150,7 +158,9 @@ class SessionRecorder:
         self._audits: list[tuple[int | None, str, dict[str, Any]]] = []
         self._claim_token: str | None = None
         self._claim_wait = claim_wait_seconds
+        self._renewal: asyncio.TimerHandle | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        """A lease renewal being written, if any."""
 
     async def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         audits, self._audits = self._audits, []
@@ -178,33 +188,50 @@ class SessionRecorder:
         self._audits.append((turn_index, event, details))
 
     async def open(self, request: DebugRunRequest, title: str) -> StoredSession:
-        """Create the session if new, claim it (one writer), and read it back."""
-        await self._call(
-            self.store.ensure_session, self.session_id, title, request_snapshot(request)
-        )
-        owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._claim_token = await self._call(
-            self.store.claim_session,
-            self.session_id,
-            owner,
-            lease_seconds=LEASE_SECONDS,
-            wait_seconds=self._claim_wait,
-        )
-        self._heartbeat = asyncio.create_task(self._renew_forever())
-        records = await self._call(self.store.list_messages, self.session_id)
-        next_turn = await self._call(self.store.next_turn_index, self.session_id)
-        return StoredSession(self.session_id, records, next_turn)
+        """Create the session if new, claim it (one writer), and read it back.
 
-    async def _renew_forever(self) -> None:
-        while self._claim_token is not None:
-            await asyncio.sleep(LEASE_SECONDS / 3)
-            with contextlib.suppress(StoreError):
-                await asyncio.to_thread(
-                    self.store.renew_claim,
-                    self.session_id,
-                    self._claim_token,
-                    lease_seconds=LEASE_SECONDS,
-                )
+        All in one trip to the worker thread: a session's setup costs one hand-off,
+        not four.
+        """
+        snapshot = request_snapshot(request)
+        owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+        def open_session() -> StoredSession:
+            store, session_id = self.store, self.session_id
+            store.ensure_session(session_id, title, snapshot)
+            self._claim_token = store.claim_session(
+                session_id, owner, lease_seconds=LEASE_SECONDS, wait_seconds=self._claim_wait
+            )
+            records = store.list_messages(session_id)
+            return StoredSession(session_id, records, store.next_turn_index(session_id))
+
+        try:
+            stored = await self._call(open_session)
+        finally:
+            if self._claim_token is not None:
+                self._schedule_renewal()
+        return stored
+
+    def _schedule_renewal(self) -> None:
+        """Renew the lease every third of it: a timer, not a task per session; a task
+        exists only while a renewal is being written."""
+        loop = asyncio.get_running_loop()
+        self._renewal = loop.call_later(LEASE_SECONDS / 3, self._start_renewal)
+
+    def _start_renewal(self) -> None:
+        self._renewal = None
+        self._heartbeat = asyncio.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        token = self._claim_token
+        if token is None:
+            return
+        with contextlib.suppress(StoreError):
+            await asyncio.to_thread(
+                self.store.renew_claim, self.session_id, token, lease_seconds=LEASE_SECONDS
+            )
+        if self._claim_token is not None:
+            self._schedule_renewal()
 
     async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
         """The turn and its user message, in one transaction."""
@@ -254,8 +281,10 @@ class SessionRecorder:
         status: str,
         wall_time_ms: int,
         round_count: int,
+        failure: AgentLabError | None = None,
     ) -> None:
-        """Write the turn's metrics and close it, in one trip to the store."""
+        """Write the turn's metrics and close it, in one trip to the store; a failed or
+        cancelled turn keeps its ``failure`` (reason and message) with it."""
 
         def write() -> None:
             if metrics:
@@ -266,6 +295,8 @@ class SessionRecorder:
                 status=status,
                 wall_time_ms=wall_time_ms,
                 round_count=round_count,
+                failure_reason=failure.failure_reason if failure is not None else None,
+                failure_message=kept_failure_message(failure) if failure is not None else None,
             )
 
         await self._call(write)
@@ -277,14 +308,27 @@ class SessionRecorder:
                 await self._call(lambda: None)
 
     async def close(self) -> None:
-        """Flush audits and give up the writer claim."""
+        """Flush audits and give up the writer claim, in one trip to the worker thread."""
+        if self._renewal is not None:
+            self._renewal.cancel()
+            self._renewal = None
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
             self._heartbeat = None
-        await self.flush()
         token, self._claim_token = self._claim_token, None
-        if token is not None:
-            with contextlib.suppress(StoreError):
-                await asyncio.to_thread(self.store.release_claim, self.session_id, token)
+        if token is None:
+            await self.flush()
+            return
+        audits, self._audits = self._audits, []
+        await asyncio.to_thread(self._flush_and_release, audits, token)
+
+    def _flush_and_release(
+        self, audits: list[tuple[int | None, str, dict[str, Any]]], token: str
+    ) -> None:
+        """Best effort both: audits never fail a turn, and a lost claim is gone anyway."""
+        with contextlib.suppress(StoreError):
+            self._write(audits, lambda: None, (), {})
+        with contextlib.suppress(StoreError):
+            self.store.release_claim(self.session_id, token)

@@ -16,7 +16,7 @@ from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import EventAgentLink
 from agent_lab.application._modes import mode_for
-from agent_lab.application._persistence import NullRecorder, SessionRecorder
+from agent_lab.application._persistence import NULL_RECORDER, SessionRecorder
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
@@ -103,6 +103,10 @@ class SessionRunner:
             else:
                 await self._serve_turns(turn)
         finally:
+            # The engine's event-agent link calls back into this runner: a reference
+            # cycle. Breaking it here frees the session by reference counting, so
+            # finished sessions never wait for (and lengthen) a full collection.
+            self.engine = None
             await self._stop_event_agent()
             await finish_even_if_cancelled(session.recorder.close())
 
@@ -123,7 +127,7 @@ class SessionRunner:
                 history=History(),
                 seen_call_ids=set(),
                 next_turn_index=1,
-                recorder=NullRecorder(),
+                recorder=NULL_RECORDER,
                 one_shot=self.one_shot,
             )
         session_id = self.request.session_id or uuid.uuid4().hex
@@ -176,7 +180,10 @@ class SessionRunner:
             return
         outcome = await self._run_turn(turn, user)
         ended = await self.auditor.emit(
-            "session_finished", _audit_details.session_finished(outcome.status)
+            "session_finished",
+            _audit_details.session_finished(
+                outcome.status, failure=outcome.failure, unfinished=turn.unfinished
+            ),
         )
         outcome = await self._close_turn(turn, outcome, ended)
         if outcome.failure is not None:
@@ -200,7 +207,13 @@ class SessionRunner:
             outcome = await self._run_turn(turn, user)
             ended = await self.auditor.emit(
                 "turn_completed",
-                _audit_details.turn_completed(turn.index, turn.round_index, outcome.status),
+                _audit_details.turn_completed(
+                    turn.index,
+                    turn.round_index,
+                    outcome.status,
+                    failure=outcome.failure,
+                    unfinished=turn.unfinished,
+                ),
             )
             outcome = await self._close_turn(turn, outcome, ended)
             await self._announce(turn, outcome)
@@ -244,6 +257,7 @@ class SessionRunner:
                 status=outcome.status,
                 wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
                 round_count=turn.round_index,
+                failure=outcome.failure,
             )
         except PersistenceFailed as exc:
             if outcome.failure is None:

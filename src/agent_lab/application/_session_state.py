@@ -11,6 +11,7 @@ from agent_lab.application._transcript import History, RequestPrefix
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric
 from agent_lab.domain.errors import AgentLabError
+from agent_lab.domain.messages import ChatMessage
 
 TurnStatus = Literal["completed", "terminated", "failed", "cancelled"]
 
@@ -51,6 +52,10 @@ class TurnState:
     metrics: list[CallMetric] = field(default_factory=list)
     open_batch: str | None = None
     """Journal id of a batch begun but not yet committed."""
+    landed: dict[str, ChatMessage] = field(default_factory=dict)
+    """The open batch's results made durable so far, by call id."""
+    unfinished: list[ChatMessage] = field(default_factory=list)
+    """Results of the batch the turn abandoned that were made durable before it ended."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,12 @@ from agent_lab.application import _audit_details, _outputs, _policies
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import BatchRun, EventAgentLink, RoundContext
 from agent_lab.application._chat_round import ChatRoundRequest, StreamedRound, stream_round
-from agent_lab.application._metrics import argument_metric, chat_metric, tool_metrics
+from agent_lab.application._metrics import (
+    argument_metric,
+    chat_metric,
+    chat_metric_key,
+    tool_metrics,
+)
 from agent_lab.application._modes import ToolMode, mode_for
 from agent_lab.application._policies import Finish, NextStep, PolicyDecision, RunAgain, Terminate
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
@@ -30,6 +35,7 @@ from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application._transcript import chat_request_messages
 from agent_lab.application.contracts import MAX_EVENT_LOOPS
 from agent_lab.application.events import EventBatchExecutor
+from agent_lab.application.loop_lag import monitor_for
 from agent_lab.application.ports import ChatClient
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.tools import ToolRegistry
@@ -144,12 +150,13 @@ class TurnEngine:
 
     async def _abandon_open_batch(self, turn: TurnState) -> None:
         batch_id, turn.open_batch = turn.open_batch, None
+        turn.unfinished = list(turn.landed.values())  # for the turn's closing audit
         if batch_id is not None:
             await finish_even_if_cancelled(self.session.recorder.abandon_batch(batch_id))
 
     async def _run_round(self, turn: TurnState) -> NextStep:
         turn.round_index += 1
-        started = self.clock()
+        started, loop_started = self.clock(), asyncio.get_running_loop().time()
         request = await self._build_request(turn, started)
         streamed = await self._stream(turn, request)
         events = _detected_events(streamed)
@@ -163,7 +170,7 @@ class TurnEngine:
             decision = await self._decide(ctx, batch, streamed)
             user_spoke = await self._persist_batch(ctx, batch, decision)
             step = _policies.next_step(decision, user_spoke=user_spoke)
-        await self._stats(turn, streamed, started)
+        await self._stats(turn, streamed, started, loop_started)
         return step
 
     async def _build_request(self, turn: TurnState, started: float) -> ChatRoundRequest:
@@ -211,7 +218,9 @@ class TurnEngine:
         )
         streamed = await stream_round(self.deps.client, self.auditor, request, requested_at)
         call = streamed.call
-        answered_at = await self.auditor.emit(
+        answered_at = self.clock()
+        call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)
+        await self.auditor.emit(
             "chat_agent_response",
             _audit_details.chat_agent_response(
                 turn.index,
@@ -224,10 +233,11 @@ class TurnEngine:
                 usage=call.usage,
                 visible_ttft_ms=streamed.ttft_ms,
                 provider_ttft_ms=call.ttft_ms,
+                call=_audit_details.model_call(call, chat_metric_key(turn.index, turn.round_index)),
                 ignored_event_names=streamed.ignored_event_names,
             ),
+            now=answered_at,
         )
-        call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)
         return streamed
 
     def _round_context(self, turn: TurnState) -> RoundContext:
@@ -262,7 +272,9 @@ class TurnEngine:
         )
         await self.auditor.emit(
             "event_policy_decision",
-            _audit_details.event_policy_decision(ctx.scope, round_index, decision.audit_details()),
+            _audit_details.event_policy_decision(
+                ctx.scope, round_index, decision.audit_details(), decision.spoken
+            ),
         )
         if decision.terminate:
             await self.auditor.emit(
@@ -283,6 +295,7 @@ class TurnEngine:
                 turn.open_batch, [*batch.persisted, *closing, *follow_ups]
             )
         turn.open_batch = None
+        turn.landed.clear()
         self.session.history.extend([*batch.transcript, *closing, *follow_ups])
         for text in spoken:
             await self.deps.queues.output.put(_outputs.message_delta(text))
@@ -317,21 +330,25 @@ class TurnEngine:
             for call in batch.argument_calls
         ]
 
-    async def _stats(self, turn: TurnState, streamed: StreamedRound, started: float) -> None:
-        ended = self.clock()
+    async def _stats(
+        self, turn: TurnState, streamed: StreamedRound, started: float, loop_started: float
+    ) -> None:
+        elapsed = _outputs.elapsed_ms(started, self.clock())
         await self.deps.queues.output.put(
             _outputs.round_stats(
                 turn.round_index,
                 streamed.ttft_ms,
-                _outputs.elapsed_ms(started, ended),
+                elapsed,
                 streamed.call.usage,
                 bool(streamed.events),
             )
         )
-        await self.auditor.emit(
-            "chat_round_finished",
-            _audit_details.chat_round_finished(turn.index, turn.round_index),
+        finished = _audit_details.chat_round_finished(
+            turn.index, turn.round_index, elapsed_ms=elapsed, visible_ttft_ms=streamed.ttft_ms
         )
+        loop = asyncio.get_running_loop()
+        finished["loop_lag_ms"] = monitor_for(loop).max_between(loop_started, loop.time())
+        await self.auditor.emit("chat_round_finished", finished)
         turn.metrics.append(
             chat_metric(
                 streamed.call,

@@ -34,7 +34,7 @@ from agent_lab.application._event_replies import (
     ReplyChannel,
     ToolReply,
 )
-from agent_lab.application._metrics import ModelCall
+from agent_lab.application._metrics import CLIENT_CALLS, ModelCall, argument_metric_key
 from agent_lab.application._outputs import elapsed_ms
 from agent_lab.application._transcript import results_message
 from agent_lab.application.contracts import AgentParams, EventAgentParams
@@ -89,6 +89,23 @@ class _Resolution:
     event: ToolCallEvent
     call: ArgumentCall | None = None
     failures: tuple[ArgumentFailure, ...] = ()
+    resolved_by: str = "empty"
+    """``resolver``, ``argument_fallback``, ``argument_generation``, ``empty`` (no
+    resolver, and the empty arguments fit the schema) or ``not_resolved`` (an unknown
+    or disabled tool)."""
+    resolver: str | None = None
+    """The name of the tool's argument resolver, when it has one."""
+
+    def audit_entry(self, request: EventAgentRequest) -> dict[str, Any]:
+        call = None
+        if self.call is not None:
+            key = argument_metric_key(
+                self.call.fallback, request.turn_index, request.round_index, self.event.id
+            )
+            call = _audit_details.model_call(self.call.call, key)
+        return _audit_details.resolution(
+            self.event, resolved_by=self.resolved_by, resolver=self.resolver, call=call
+        )
 
 
 class EventAgent:
@@ -147,6 +164,7 @@ class EventAgent:
             request.scope,
             [result.tool_message() for result in batch.results],
             _raw_model_chunks(request.events, calls),
+            [r.audit_entry(request) for r in resolved],
         )
         if failures:
             details["argument_failures"] = [failure.audit_entry() for failure in failures]
@@ -195,9 +213,10 @@ class EventAgent:
     ) -> _Resolution:
         tool = self._registry.get(event.name)
         if tool is None or event.name not in request.enabled_tools:
-            return _Resolution(event)
+            return _Resolution(event, resolved_by="not_resolved")
         failures: list[ArgumentFailure] = []
         resolved: dict[str, Any] | None = {}
+        resolver = _resolver_name(tool.argument_resolver)
         if tool.argument_resolver is not None:
             try:
                 resolved = await _resolve_with(tool.argument_resolver, event, context)
@@ -205,7 +224,12 @@ class EventAgent:
                 failures.append(ArgumentFailure(event.id, event.name, "resolver", _cause(exc)))
                 resolved = None
         if resolved is not None and self._registry.validation_error(event.name, resolved) is None:
-            return _Resolution(_with_arguments(event, resolved), failures=tuple(failures))
+            return _Resolution(
+                _with_arguments(event, resolved),
+                failures=tuple(failures),
+                resolved_by="resolver" if resolver is not None else "empty",
+                resolver=resolver,
+            )
         call, arguments, problem = await self._generate_arguments(request, event)
         if problem is not None:
             failures.append(ArgumentFailure(event.id, event.name, "generation", problem))
@@ -215,7 +239,13 @@ class EventAgent:
             fallback=tool.argument_resolver is not None,
             call=call,
         )
-        return _Resolution(_with_arguments(event, arguments), argument_call, tuple(failures))
+        return _Resolution(
+            _with_arguments(event, arguments),
+            argument_call,
+            tuple(failures),
+            resolved_by="argument_fallback" if argument_call.fallback else "argument_generation",
+            resolver=resolver,
+        )
 
     async def _generate_arguments(
         self, request: EventAgentRequest, event: ToolCallEvent
@@ -229,9 +259,11 @@ class EventAgent:
         choice = {"type": "function", "function": {"name": event.name}}
         arguments: dict[str, Any] | None = None
         problem: str | None = None
+        first_of_client = CLIENT_CALLS.first_use(self._client)
         started = self._clock()
+        stream = self._client.stream_chat(messages, tools, params, choice)
         try:
-            async for item in self._client.stream_chat(messages, tools, params, choice):
+            async for item in stream:
                 if call.ttft_ms is None:
                     call.ttft_ms = elapsed_ms(started, self._clock())
                 if item.kind == "raw_chunk" and item.raw_chunk is not None:
@@ -243,6 +275,7 @@ class EventAgent:
         except AgentLabError as exc:
             problem = _cause(exc)
         call.latency_ms = elapsed_ms(started, self._clock())
+        call.observe(stream, first_of_client=first_of_client)
         return call, arguments or {}, problem
 
     async def _audit(self, request: EventAgentRequest, event: str, details: dict[str, Any]) -> None:
@@ -259,7 +292,17 @@ class EventAgent:
                 list(dict.fromkeys(event.name for event in request.events))
             ),
             history=request.history,
+            system_prompt=request.params.system_prompt,
         )
+
+
+def _resolver_name(resolver: Callable[..., Any] | None) -> str | None:
+    if resolver is None:
+        return None
+    target = getattr(resolver, "func", resolver)  # a functools.partial names its function
+    name = getattr(target, "__qualname__", None) or type(target).__name__
+    module = getattr(target, "__module__", None)
+    return f"{module}.{name}" if module else str(name)
 
 
 def _not_run(failures: list[ArgumentFailure]) -> dict[str, str]:

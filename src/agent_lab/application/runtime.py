@@ -23,11 +23,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 from agent_lab.application._metrics import tool_metrics
 from agent_lab.application._session_runner import SessionRunner
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.events import EventBatchResult
+from agent_lab.application.loop_lag import LoopLagMonitor, monitor_for
 from agent_lab.application.ports import ChatClient, Clock
 from agent_lab.application.protocol import TERMINAL_TYPES, OutputMessage
 from agent_lab.application.queues import RuntimeQueues
@@ -69,6 +71,7 @@ class DebugRuntime:
         self.claim_wait_seconds = claim_wait_seconds
         self._runner: SessionRunner | None = None
         self._task: asyncio.Task[None] | None = None
+        self._lag: LoopLagMonitor | None = None
 
     def start(self, request: DebugRunRequest) -> RuntimeQueues:
         """Run one turn in the background; read its output from the returned queues."""
@@ -114,6 +117,19 @@ class DebugRuntime:
         """The session or run this runtime started has not stopped yet."""
         return self._task is not None and not self._task.done()
 
+    def stats(self) -> dict[str, Any]:
+        """Process-wide figures of the event loop this runtime last ran on.
+
+        ``loop_lag``: ``max_ms`` (the worst stall since the loop's monitor started),
+        ``stalls_over_20ms``, ``beats`` and ``last_ms`` (docs/runtime.md).
+        """
+        monitor = self._lag
+        if monitor is None:
+            with contextlib.suppress(RuntimeError):
+                monitor = monitor_for()
+        empty = {"max_ms": 0.0, "stalls_over_20ms": 0, "beats": 0, "last_ms": 0.0}
+        return {"loop_lag": monitor.stats().as_dict() if monitor is not None else empty}
+
     async def aclose(self) -> None:
         """Cancel everything this runtime started and wait for it to stop."""
         task, self._task = self._task, None
@@ -152,7 +168,10 @@ class DebugRuntime:
             one_shot=one_shot,
             claim_wait_seconds=self.claim_wait_seconds,
         )
-        self._task = asyncio.create_task(self._runner.run())
+        self._task = task = asyncio.create_task(self._runner.run())
+        self._lag = lag = monitor_for()
+        lag.acquire()
+        task.add_done_callback(lambda _: lag.release())
         return self.queues
 
     def _append_persisted_tool_metrics(

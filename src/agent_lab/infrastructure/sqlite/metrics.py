@@ -54,20 +54,28 @@ class MetricsRole(StoreCore):
         cache.commit(packed)
         return int(last)
 
-    def list_audit_logs(self, session_id: str, *, after_id: int = 0) -> list[dict[str, Any]]:
+    def list_audit_logs(
+        self, session_id: str, *, after_id: int = 0, turn_index: int | None = None
+    ) -> list[dict[str, Any]]:
         """Return the session's audit records in insertion order, details as appended.
 
         Args:
             session_id: The session.
             after_id: Only records whose ``id`` is greater (for tailing a live session).
+            turn_index: Only the records of this turn (one turn's record is read
+                without putting back every earlier request's message list).
         """
+        query = (
+            "SELECT id, turn_index, event, details, created_at FROM audit_logs"
+            " WHERE session_id = ? AND id > ?"
+        )
+        parameters: tuple[Any, ...] = (session_id, after_id)
+        if turn_index is not None:
+            query += " AND turn_index = ?"
+            parameters += (turn_index,)
         with self._read() as conn:
             require_session(conn, session_id)
-            rows = conn.execute(
-                "SELECT id, turn_index, event, details, created_at FROM audit_logs"
-                " WHERE session_id = ? AND id > ? ORDER BY id",
-                (session_id, after_id),
-            ).fetchall()
+            rows = conn.execute(query + " ORDER BY id", parameters).fetchall()
             details = unpack_all(conn, session_id, [row[3] for row in rows])
         return [
             {

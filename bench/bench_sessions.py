@@ -1,0 +1,239 @@
+"""Sessions at server scale: what a conversation costs around its deltas.
+
+Run from the project root::
+
+    .venv/bin/python -m bench --only sessions
+    .venv/bin/python -m bench.bench_sessions [--quick]
+
+Each session builds its own runtime with the default tools, as a server does per
+conversation. Side by side in one run:
+
+* **construction**: CPU ms per ``DebugRuntime(client)`` with the default tools;
+* **session life**: ``DebugRuntime(client)`` → ``start_session`` → first turn (one
+  delta) → input closed → ``done`` → ``aclose()``, without a store and with
+  ``SQLiteSessionStore`` (a new session id each time), next to the floor (a relay task
+  answering one input) and the OpenAI Agents SDK (one ``Runner.run_streamed`` turn of
+  one delta, agent built per run);
+* **1,000 concurrent paced sessions** (in-process simulated model: 300 ms TTFT,
+  40 tokens/s; starts spread over one second), each in a fresh interpreter
+  (``bench/_session_load.py``), the collector at its defaults: the bare-asyncio floor
+  and agent_lab, interleaved. Delay p50/p99/max, CPU, full collections (count, longest
+  pause), RSS growth per session and the largest event-loop lag (a 10 ms
+  heartbeat, the same in both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent_lab.application.runtime import DebugRuntime
+from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from bench import _peers
+from bench._common import Check, ListClient, Report, deltas, median, percentile, request, table
+from bench.bench_turn import relay_turns
+
+TARGET_CONSTRUCT_MS = 0.2
+TARGET_LIFE_MS = 0.5
+TARGET_LIFE_SQLITE_MS = 2.0
+TARGET_P99_RATIO = 2.0
+TARGET_GC_PAUSE_MS = 20.0
+TARGET_RSS_KIB = 20.0
+TARGET_STALL_MS = 20.0
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def construction_ms(count: int) -> float:
+    client = ListClient(deltas(1, "Sure."))
+    started = time.process_time()
+    for _ in range(count):
+        DebugRuntime(client)
+    return (time.process_time() - started) / count * 1000
+
+
+async def _lives(count: int, store: SQLiteSessionStore | None) -> float:
+    client = ListClient(deltas(1, "Sure."))
+    prefix = f"life-{time.perf_counter_ns()}-"
+    started = time.process_time()
+    for n in range(count):
+        runtime = DebugRuntime(client, session_store=store)
+        session_id = f"{prefix}{n}" if store is not None else None
+        queues = runtime.start_session(request(user="", session_id=session_id))
+        await queues.input.put("Hello there.")
+        while (message := await queues.output.get())["type"] != "turn_completed":
+            if message["type"] == "error":
+                raise RuntimeError(f"benchmark session failed: {message}")
+        await queues.input.put(None)
+        while (await queues.output.get())["type"] != "done":
+            pass
+        await runtime.aclose()
+    return (time.process_time() - started) / count * 1000
+
+
+def life_ms(count: int, store: SQLiteSessionStore | None) -> float:
+    return asyncio.run(_lives(count, store))
+
+
+def floor_life_ms(count: int) -> float:
+    return asyncio.run(relay_turns(count)).cpu_ms
+
+
+def agents_life_ms(count: int) -> float:
+    events = _peers.agents_text_events(1)
+
+    async def lives() -> float:
+        started = time.process_time()
+        for _ in range(count):
+            await _peers.agents_stream(_peers.agents_replay_model(events))
+        return (time.process_time() - started) / count * 1000
+
+    return asyncio.run(lives())
+
+
+def lifecycle(quick: bool) -> dict[str, float]:
+    count, runs = (20, 1) if quick else (200, 5)
+    samples: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteSessionStore(Path(tmp) / "sessions.sqlite3")
+        try:
+            cases: dict[str, Callable[[], float]] = {
+                "floor: relay task answering one input": lambda: floor_life_ms(count),
+                "runtime construction, default tools": lambda: construction_ms(count),
+                "agent_lab session life, no store": lambda: life_ms(count, None),
+                "agent_lab session life, SQLite": lambda: life_ms(count, store),
+            }
+            version = _peers.available().get("openai-agents")
+            if version is not None:
+                cases[f"OpenAI Agents SDK {version}: one streamed run"] = lambda: agents_life_ms(
+                    count
+                )
+            for case in cases.values():  # warm-up
+                case()
+            for _ in range(runs):
+                for name, case in cases.items():
+                    samples.setdefault(name, []).append(case())
+        finally:
+            store.close()
+    return {name: median(values) for name, values in samples.items()}
+
+
+def load_run(variant: str, sessions: int, speed: float) -> dict[str, Any]:
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench._session_load", variant, str(sessions), str(speed)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return result
+
+
+def concurrency(quick: bool) -> dict[str, dict[str, Any]]:
+    sessions, speed, runs = (30, 10.0, 1) if quick else (1000, 1.0, 3)
+    found: dict[str, list[dict[str, Any]]] = {"floor": [], "agent_lab": []}
+    for _ in range(runs):
+        for variant in found:
+            found[variant].append(load_run(variant, sessions, speed))
+    chosen = {}
+    for variant, results in found.items():
+        for result in results:
+            result["p99"] = percentile(result["delays_ms"], 0.99)
+        chosen[variant] = sorted(results, key=lambda r: r["p99"])[len(results) // 2]
+        chosen[variant]["sessions"] = sessions
+        chosen[variant]["worst_stall_ms"] = max(r["loop_lag_max_ms"] for r in results)
+    return chosen
+
+
+def run(quick: bool = False) -> Report:
+    lives = lifecycle(quick)
+    loads = concurrency(quick)
+    return _report(lives, loads)
+
+
+def _report(lives: dict[str, float], loads: dict[str, dict[str, Any]]) -> Report:
+    floor_life = lives["floor: relay task answering one input"]
+    life_rows = [(name, f"{ms:.3f}", f"{ms / floor_life:.1f}×") for name, ms in lives.items()]
+    header = ["variant", "sessions", "deltas", "p50 ms", "p99 ms", "max ms", "CPU %"]
+    header += ["full GCs (max ms)", "RSS KiB / session", "largest loop lag ms"]
+    load_rows = [
+        (
+            name,
+            r["sessions"],
+            len(r["delays_ms"]),
+            f"{percentile(r['delays_ms'], 0.5):.2f}",
+            f"{r['p99']:.2f}",
+            f"{max(r['delays_ms'], default=0):.1f}",
+            f"{r['cpu_percent']:.0f}",
+            f"{len(r['gc_pauses_ms'])} ({max(r['gc_pauses_ms'], default=0):.0f})",
+            f"{r['rss_kib_per_session']:.1f}",
+            f"{r['loop_lag_max_ms']:.1f}",
+        )
+        for name, r in loads.items()
+    ]
+    ours, floor = loads["agent_lab"], loads["floor"]
+    ratio = ours["p99"] / floor["p99"] if floor["p99"] > 0 else float("inf")
+    construct = lives["runtime construction, default tools"]
+    plain = lives["agent_lab session life, no store"]
+    sqlite = lives["agent_lab session life, SQLite"]
+    pause = max(ours["gc_pauses_ms"], default=0.0)
+    stall = ours["worst_stall_ms"]
+    markdown = "\n".join(
+        [
+            "CPU ms per session (median of interleaved runs); each session builds its own "
+            "runtime with the default tools. Session life = construction, `start_session`, "
+            "one one-delta turn, input closed, `done`, `aclose()`.",
+            "",
+            table(["figure", "CPU ms", "÷ floor"], life_rows),
+            "",
+            f"{ours['sessions']} concurrent paced sessions in-process (300 ms TTFT, 40 "
+            "tokens/s, starts over 1 s), one runtime each, default collector settings, "
+            "each run in a fresh interpreter; the run with the median p99 of the runs:",
+            "",
+            table(header, load_rows),
+            "",
+            f"p99 ÷ floor: **{ratio:.2f}×**; largest loop lag over all agent_lab runs: "
+            f"{stall:.1f} ms.",
+        ]
+    )
+    bench = "sessions"
+    checks = [
+        Check(bench, "runtime construction, default tools (CPU ms)", f"{construct:.3f}",
+              "≤ 0.2", construct <= TARGET_CONSTRUCT_MS),
+        Check(bench, "session start → first turn → close, no store (CPU ms)", f"{plain:.3f}",
+              "≤ 0.5", plain <= TARGET_LIFE_MS),
+        Check(bench, "same, with SQLite (CPU ms)", f"{sqlite:.3f}", "≤ 2",
+              sqlite <= TARGET_LIFE_SQLITE_MS),
+        Check(bench, f"p99 delay ÷ bare-asyncio floor, {ours['sessions']} sessions",
+              f"{ratio:.2f}× ({ours['p99']:.1f} / {floor['p99']:.1f} ms)", "≤ 2×",
+              ratio <= TARGET_P99_RATIO),
+        Check(bench, "longest full-GC pause, default collector", f"{pause:.1f} ms", "≤ 20 ms",
+              pause <= TARGET_GC_PAUSE_MS),
+        Check(bench, "RSS per session", f"{ours['rss_kib_per_session']:.1f} KiB", "≤ 20 KiB",
+              ours["rss_kib_per_session"] <= TARGET_RSS_KIB),
+        Check(bench, "largest event-loop lag (agent_lab runs)", f"{stall:.1f} ms", "≤ 20 ms",
+              stall <= TARGET_STALL_MS),
+    ]  # fmt: skip
+    figures = {f"cpu_ms[{name}]": ms for name, ms in lives.items()}
+    for name, r in loads.items():
+        figures |= {f"p99_ms[{name}]": r["p99"], f"rss_kib[{name}]": r["rss_kib_per_session"]}
+        figures |= {f"loop_lag_ms[{name}]": r["loop_lag_max_ms"]}
+    return Report(
+        "Sessions at server scale",
+        ".venv/bin/python -m bench --only sessions",
+        markdown,
+        checks,
+        figures,
+    )
+
+
+if __name__ == "__main__":
+    print(run(quick="--quick" in sys.argv).markdown)

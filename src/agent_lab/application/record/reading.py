@@ -1,0 +1,125 @@
+"""Turn records from what the store kept, and from a live output stream (pure).
+
+``session_records`` reads the store's rows (``list_audit_logs`` and, when given,
+``list_turns``); ``LiveRecords`` folds the ``audit`` outputs of a running session as they
+arrive. Both feed the same ``TurnRecordBuilder``, so a reopened turn's record equals the
+live one, field for field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agent_lab.application.pricing import PriceTable
+from agent_lab.application.record.fold import TurnRecordBuilder, belongs_to_turn
+from agent_lab.application.record.model import RequestRef, TurnRecord
+
+_CLOSED_STATES = frozenset({"completed", "terminated", "failed", "cancelled"})
+INTERRUPTED_MESSAGE = "the runtime running this turn stopped before the turn ended"
+
+
+def session_records(
+    audits: Iterable[Mapping[str, Any]],
+    *,
+    session_id: str | None,
+    turns: Iterable[Mapping[str, Any]] = (),
+    prices: PriceTable | None = None,
+) -> list[TurnRecord]:
+    """One record per turn, in turn order.
+
+    Args:
+        audits: Audit rows (``turn_index``, ``event``, ``details``) in stored order.
+        session_id: The session the rows belong to.
+        turns: Turn rows (``turn_index``, ``status``, ``failure_reason``,
+            ``failure_message``): a turn whose closing audit never reached the store
+            is closed with its row's status, and a turn with no audit at all still
+            gets a record. A turn still open while a later turn exists was
+            interrupted (its process died): it is closed as ``failed`` with the
+            reason ``interrupted``.
+        prices: Prices the calls; without one every cost is unknown.
+    """
+    builders: dict[int, TurnRecordBuilder] = {}
+
+    def builder(turn_index: int) -> TurnRecordBuilder:
+        if turn_index not in builders:
+            builders[turn_index] = TurnRecordBuilder(
+                turn_index, session_id=session_id, prices=prices
+            )
+        return builders[turn_index]
+
+    for row in audits:
+        turn_index, event, details = row.get("turn_index"), row["event"], row["details"]
+        if turn_index is not None and belongs_to_turn(event, details):
+            builder(int(turn_index)).add(event, details)
+    for turn in turns:
+        status, found = turn.get("status"), builder(int(turn["turn_index"]))
+        found.know_user_message(turn.get("user_message"))
+        if status in _CLOSED_STATES:
+            found.close(status, turn.get("failure_reason"), turn.get("failure_message"))
+    last = max(builders, default=0)
+    for index, found in builders.items():
+        if index < last and not found.closed:  # a later turn ran: this one never will end
+            found.close("failed", "interrupted", INTERRUPTED_MESSAGE)
+    return [builders[index].build() for index in sorted(builders)]
+
+
+def turn_audits(audits: Iterable[Mapping[str, Any]], turn_index: int) -> list[Mapping[str, Any]]:
+    """The audit rows a turn's record was built from, in order: ``entries[i]`` of the
+    record is ``turn_audits(...)[i]``."""
+    return [
+        row
+        for row in audits
+        if row.get("turn_index") == turn_index and belongs_to_turn(row["event"], row["details"])
+    ]
+
+
+def request_sent(
+    audits: Iterable[Mapping[str, Any]], turn_index: int, ref: RequestRef
+) -> Mapping[str, Any]:
+    """The details of the request audit a model call refers to (the request as sent)."""
+    row = turn_audits(audits, turn_index)[ref.audit_seq - 1]
+    if row["event"] != ref.audit:
+        raise ValueError(f"audit {ref.audit_seq} of turn {turn_index} is not a {ref.audit}")
+    details: Mapping[str, Any] = row["details"]
+    return details
+
+
+class LiveRecords:
+    """The records of a running session, from its output messages as they arrive.
+
+    Feed every output message (``feed``); audits are routed to their turn by the
+    ``turn_started`` (sessions) or ``session_started`` (one-shot runs) before them.
+    """
+
+    def __init__(self, *, prices: PriceTable | None = None) -> None:
+        self._prices = prices
+        self._session_id: str | None = None
+        self._current: int | None = None
+        self._builders: dict[int, TurnRecordBuilder] = {}
+
+    def feed(self, message: Mapping[str, Any]) -> int | None:
+        """Take one output message; returns the turn index its audit went to, if any."""
+        if message.get("type") != "audit":
+            return None
+        event, details = message["event"], message["details"]
+        if event == "session_started":
+            self._session_id = details.get("session_id")
+            self._current = details.get("first_turn_index")
+        elif event == "turn_started":
+            self._current = details["turn_index"]
+        if self._current is None or not belongs_to_turn(event, details):
+            return None
+        if self._current not in self._builders:
+            self._builders[self._current] = TurnRecordBuilder(
+                self._current, session_id=self._session_id, prices=self._prices
+            )
+        self._builders[self._current].add(event, details)
+        return self._current
+
+    def record(self, turn_index: int) -> TurnRecord:
+        """The record of one turn so far."""
+        return self._builders[turn_index].build()
+
+    def records(self) -> list[TurnRecord]:
+        return [self._builders[index].build() for index in sorted(self._builders)]
