@@ -35,6 +35,8 @@ def test_request_audits_round_trip_exactly_with_lists_shared(backend: Backend) -
     assert ids == sorted(ids) and len(set(ids)) == 6
     tail = store.list_audit_logs(session, after_id=ids[3])
     assert [log["details"] for log in tail] == [*requests[4:], {"text": "plain", "n": 1}]
+    third = store.list_audit_logs(session, turn_index=3)
+    assert [log["details"] for log in third] == [requests[2]]
 
 
 def test_audits_read_back_through_another_store(backend: Backend) -> None:

@@ -70,15 +70,22 @@ class MetricsRole(PgCore):
         cache.commit(packed)
         return last
 
-    def list_audit_logs(self, session_id: str, *, after_id: int = 0) -> list[dict[str, Any]]:
-        """Return the session's audit records in insertion order, details as appended."""
+    def list_audit_logs(
+        self, session_id: str, *, after_id: int = 0, turn_index: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Return the session's audit records in insertion order, details as appended
+        (only those after ``after_id``, and of one turn when ``turn_index`` is given)."""
+        query = (
+            "SELECT id, turn_index, event, details, created_at FROM audit_logs"
+            " WHERE session_id = %s AND id > %s"
+        )
+        parameters: tuple[Any, ...] = (session_id, after_id)
+        if turn_index is not None:
+            query += " AND turn_index = %s"
+            parameters += (turn_index,)
         with self._read() as conn:
             require_session(conn, session_id)
-            rows = conn.execute(
-                "SELECT id, turn_index, event, details, created_at FROM audit_logs"
-                " WHERE session_id = %s AND id > %s ORDER BY id",
-                (session_id, after_id),
-            ).fetchall()
+            rows = conn.execute(query + " ORDER BY id", parameters).fetchall()
             details = _unpack_all(conn, session_id, [str(row[3]) for row in rows])
         keys = ("id", "turn_index", "event")
         return [
