@@ -75,6 +75,8 @@ Examples:
   agent-lab serve --host 0.0.0.0 --token "$(openssl rand -hex 16)"
 
   agent-lab serve --host 0.0.0.0 --allow-endpoint https://api.openai.com/v1
+
+  AGENT_LAB_DATABASE_URL=postgresql://lab@db/agent_lab agent-lab serve --workers 4
 """
 
 
@@ -145,6 +147,9 @@ def serve(
     home: HomeOption = None,
     local: LocalOption = False,
     otel: OtelOption = False,
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="Worker processes sharing the store.")
+    ] = 1,
 ) -> None:
     """Serve the web lab (see ``SERVE_HELP``)."""
     options = LabOptions(
@@ -165,6 +170,11 @@ def serve(
     if generated:
         token = secrets.token_urlsafe(24)
     binding = Binding(host, port, token, generated, web_options(host, endpoints))
+    if workers > 1:
+        from agent_lab.interfaces.cli.serve_workers import serve_in_workers
+
+        with _bind(host, port) as sock:
+            raise typer.Exit(serve_in_workers(sock, workers, options, binding))
     # Ctrl-C is how a server is meant to stop: exit code 0
     run_async(lambda: _serve(options, create_app, binding), interrupted=EXIT_OK)
 
