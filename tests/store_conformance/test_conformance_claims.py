@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -72,7 +73,7 @@ def test_a_stale_writer_is_fenced_out_of_every_write_and_changes_nothing(
     before = (owner.list_messages(session, include_pending=True), owner.list_turns(session),
               owner.list_batches(session), owner.list_audit_logs(session))  # fmt: skip
 
-    writes = [
+    writes: list[Callable[[], object]] = [
         lambda: stale.append_message(session, 1, assistant("late")),
         lambda: stale.start_turn(session, 3, "three"),
         lambda: stale.complete_turn(session, 1),
@@ -81,6 +82,8 @@ def test_a_stale_writer_is_fenced_out_of_every_write_and_changes_nothing(
         lambda: stale.record_result(batch, "a", "succeeded", tool_reply(call("a"))),
         lambda: stale.commit_batch(batch, [assistant("x")]),
         lambda: stale.abandon_batch(batch),
+        lambda: stale.mark_dispatched(batch, "a", {"n": 1}),
+        lambda: stale.mark_reported([batch], 2),
         lambda: stale.begin_batch(session, 1, 2, scope="s", mode="dual_agent", events=[]),
         lambda: stale.delete_session(session),
     ]

@@ -91,7 +91,7 @@ def test_journal_misuse_is_refused(backend: Backend) -> None:
     with pytest.raises(UsageError):
         store.commit_batch("no-such-batch", [])
     with pytest.raises(UsageError):
-        store.abandon_batch(batch, "committed")  # type: ignore[arg-type]
+        store.abandon_batch(batch, "committed")  # a batch state, but not one to abandon as
     assert store.list_batches(session)[0]["state"] == "pending"
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from agent_lab.domain.errors import SessionNotFound, UsageError
 from agent_lab.domain.messages import ChatMessage
-from tests.store_conformance.conformance_support import Backend, assistant, user
+from tests.store_conformance.conformance_support import Backend, assistant, call, user
 
 
 def test_sessions_are_created_listed_newest_first_and_deleted_with_their_rows(
@@ -76,8 +76,6 @@ def test_messages_keep_order_fields_and_tool_calls(backend: Backend) -> None:
     store = backend.open()
     session = store.create_session("t", {})
     store.start_turn(session, 1, "hi", messages=[user("hi")])
-    from conformance_support import call
-
     seqs = store.append_messages(
         session,
         1,

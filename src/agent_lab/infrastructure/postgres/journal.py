@@ -1,11 +1,22 @@
-"""The ``BatchJournal`` role of the PostgreSQL store: the write-ahead tool journal."""
+"""The ``BatchJournal`` role of the PostgreSQL store: the write-ahead tool journal.
+
+It is the same effect ledger as the SQLite store's (DESIGN.md §9.4): each call is
+journaled ``pending`` with its idempotency key when the batch opens, ``dispatched``
+(with its final arguments) right before its handler runs, then gets its outcome.
+Abandoning a batch turns dispatched calls without an outcome into ``unknown`` and
+pending ones into ``cancelled``. Batches whose effects the model was not told about
+(abandoned ones, and committed ones of a turn that never finished) are
+``list_unreported_batches`` until ``mark_reported``. Every write takes the session's
+row lock and checks the claim fence in its own transaction (see ``connection``).
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
+from agent_lab.application.events import idempotency_key
 from agent_lab.application.session_store import BatchIntent, BatchJournal, BatchState, CallStatus
 from agent_lab.domain.errors import UsageError
 from agent_lab.domain.messages import ChatMessage
@@ -21,6 +32,11 @@ from agent_lab.infrastructure.sqlite.records import (
     rendered_journal_message,
 )
 from agent_lab.infrastructure.sqlite.rows import message_fields
+
+_BATCH_COLUMNS: Final = (
+    "b.id, b.session_id, b.turn_index, b.round_index, b.scope, b.mode, b.state,"
+    " b.assistant, b.created_at, b.finished_at, b.reported_turn"
+)
 
 
 class JournalRole(PgCore, BatchJournal):
@@ -39,7 +55,13 @@ class JournalRole(PgCore, BatchJournal):
         batch_id = new_id()
         assistant = None if intent.assistant is None else message_json(intent.assistant)
         calls = [
-            (batch_id, position, dumps(event.model_dump(), f"tool call {event.id!r}"), event.id)
+            (
+                batch_id,
+                position,
+                dumps(event.model_dump(), f"tool call {event.id!r}"),
+                event.id,
+                idempotency_key(intent.scope, event.id),
+            )
             for position, event in enumerate(intent.events)
         ]
         visible = [message_fields(message) for message in intent.visible]
@@ -54,8 +76,8 @@ class JournalRole(PgCore, BatchJournal):
             )
             with conn.cursor() as cursor:
                 cursor.executemany(
-                    "INSERT INTO tool_calls (batch_id, position, event, event_id, state)"
-                    " VALUES (%s, %s, %s, %s, 'pending')",
+                    "INSERT INTO tool_calls (batch_id, position, event, event_id,"
+                    " idempotency_key, state) VALUES (%s, %s, %s, %s, %s, 'pending')",
                     calls,
                 )
             if visible:
@@ -84,6 +106,24 @@ class JournalRole(PgCore, BatchJournal):
             if updated.rowcount == 0:
                 raise UsageError(f"tool batch {batch_id!r} has no call {event_id!r}")
 
+    def mark_dispatched(self, batch_id: str, event_id: str, arguments: dict[str, Any]) -> None:
+        """Record that a pending call's handler is about to run, with its final arguments.
+
+        Raises:
+            UsageError: unknown batch or call, the batch is no longer pending, or the
+                call was dispatched before.
+        """
+        arguments_json = dumps(arguments, f"arguments of tool call {event_id!r}")
+        with self._write() as conn:
+            self._pending_batch(conn, batch_id, "dispatch a call of")
+            updated = conn.execute(
+                "UPDATE tool_calls SET state = 'dispatched', arguments = %s, dispatched_at = %s"
+                " WHERE batch_id = %s AND event_id = %s AND state = 'pending'",
+                (arguments_json, now_iso(), batch_id, event_id),
+            )
+            if updated.rowcount == 0:
+                raise UsageError(f"tool batch {batch_id!r} has no pending call {event_id!r}")
+
     def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None:
         """Append ``messages`` to the visible transcript and mark the batch committed.
 
@@ -100,9 +140,12 @@ class JournalRole(PgCore, BatchJournal):
             )
 
     def abandon_batch(self, batch_id: str, state: BatchState = "cancelled") -> None:
-        """Mark a pending batch ``cancelled`` or ``failed``; its unfinished calls cancelled.
+        """Mark a pending batch ``cancelled`` or ``failed``.
 
-        A batch that is no longer pending is left as it is.
+        Calls that already have a result keep it; dispatched calls without one become
+        ``unknown`` (their effect may have happened), pending ones ``cancelled``. A batch
+        that is no longer pending is left as it is, so cleanup code may call this
+        unconditionally.
 
         Raises:
             UsageError: unknown batch, or ``state`` is not ``cancelled`` / ``failed``.
@@ -120,11 +163,47 @@ class JournalRole(PgCore, BatchJournal):
         with self._read() as conn:
             require_session(conn, session_id)
             batches = conn.execute(
-                "SELECT id, session_id, turn_index, round_index, scope, mode, state, assistant,"
-                " created_at, finished_at FROM tool_batches WHERE session_id = %s ORDER BY seq",
+                f"SELECT {_BATCH_COLUMNS} FROM tool_batches AS b"
+                " WHERE b.session_id = %s ORDER BY b.seq",
                 (session_id,),
             ).fetchall()
             return [_batch_dict(conn, row) for row in batches]
+
+    def list_unreported_batches(self, session_id: str) -> list[dict[str, Any]]:
+        """Batches whose effects the model has not been told about, oldest first.
+
+        Abandoned batches, and committed batches of a turn that never finished (its
+        runtime died), not yet ``mark_reported``; rows as in ``list_batches``.
+        """
+        with self._read() as conn:
+            require_session(conn, session_id)
+            batches = conn.execute(
+                f"SELECT {_BATCH_COLUMNS} FROM tool_batches AS b"
+                " WHERE b.session_id = %s AND b.reported_turn IS NULL AND b.state != 'pending'"
+                " AND (b.state != 'committed' OR EXISTS (SELECT 1 FROM turns AS t"
+                "  WHERE t.session_id = b.session_id AND t.turn_index = b.turn_index"
+                "  AND t.completed_at IS NULL))"
+                " ORDER BY b.seq",
+                (session_id,),
+            ).fetchall()
+            return [_batch_dict(conn, row) for row in batches]
+
+    def mark_reported(self, batch_ids: list[str], turn_index: int) -> None:
+        """Record that the model was told about these batches in ``turn_index``.
+
+        One transaction; each batch's session is locked and fenced first.
+
+        Raises:
+            UsageError: unknown batch (nothing is marked).
+        """
+        with self._write() as conn:
+            for batch_id in batch_ids:
+                self.fence(conn, _batch_session(conn, batch_id))
+                conn.execute(
+                    "UPDATE tool_batches SET reported_turn = %s"
+                    " WHERE id = %s AND reported_turn IS NULL",
+                    (turn_index, batch_id),
+                )
 
     def _pending_batch(self, conn: Conn, batch_id: str, action: str) -> tuple[str, int]:
         session_id = _batch_session(conn, batch_id)
@@ -164,8 +243,9 @@ def abandon(conn: Conn, batch_ids: list[str], state: str, now: str) -> None:
             (state, now, batch_id),
         )
         conn.execute(
-            "UPDATE tool_calls SET state = 'cancelled', landed_at = %s"
-            " WHERE batch_id = %s AND result IS NULL",
+            "UPDATE tool_calls SET landed_at = %s,"
+            " state = CASE state WHEN 'dispatched' THEN 'unknown' ELSE 'cancelled' END"
+            " WHERE batch_id = %s AND result IS NULL AND state IN ('pending', 'dispatched')",
             (now, batch_id),
         )
 
@@ -195,8 +275,8 @@ def uncommitted_messages(conn: Conn, session_id: str) -> list[dict[str, Any]]:
 
 def _batch_dict(conn: Conn, row: Sequence[Any]) -> dict[str, Any]:
     calls = conn.execute(
-        "SELECT position, event, state, result, landed_at FROM tool_calls"
-        " WHERE batch_id = %s ORDER BY position",
+        "SELECT position, event, state, result, landed_at, idempotency_key, arguments,"
+        " dispatched_at FROM tool_calls WHERE batch_id = %s ORDER BY position",
         (row[0],),
     ).fetchall()
     keys = ("id", "session_id", "turn_index", "round_index", "scope", "mode", "state")
@@ -204,6 +284,7 @@ def _batch_dict(conn: Conn, row: Sequence[Any]) -> dict[str, Any]:
     batch["assistant"] = None if row[7] is None else json.loads(row[7])
     batch["created_at"] = row[8]
     batch["finished_at"] = row[9]
+    batch["reported_turn"] = row[10]
     batch["calls"] = [
         {
             "position": position,
@@ -211,7 +292,10 @@ def _batch_dict(conn: Conn, row: Sequence[Any]) -> dict[str, Any]:
             "state": state,
             "result": None if result is None else json.loads(result),
             "landed_at": landed_at,
+            "idempotency_key": key,
+            "arguments": None if arguments is None else json.loads(arguments),
+            "dispatched_at": dispatched_at,
         }
-        for position, event, state, result, landed_at in calls
+        for position, event, state, result, landed_at, key, arguments, dispatched_at in calls
     ]
     return batch

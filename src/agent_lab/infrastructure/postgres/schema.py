@@ -3,7 +3,9 @@
 The tables mirror the SQLite store's (same columns, same meaning), in the connection's
 ``search_path`` schema. Timestamps are stored as the same ISO-8601 text and JSON values
 as text, so both stores return identical dicts. The version lives in
-``agent_lab_schema``; ``MIGRATIONS[n]`` turns version ``n - 1`` into ``n``. Migrations
+``agent_lab_schema``; ``MIGRATIONS[n]`` turns version ``n - 1`` into ``n``, and the
+versions are the SQLite store's: version ``n`` has the same tables and columns in both
+stores. Never edit a released migration: append one and raise ``SCHEMA_VERSION``. Migrations
 run in one transaction under a transaction-scoped advisory lock, so several workers
 opening a new database at once migrate it once. A database that is up to date is
 opened without writing to it (a read-only server or role can still read it).
@@ -18,7 +20,7 @@ from psycopg.rows import TupleRow
 
 from agent_lab.domain.errors import StoreFormatError
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 3
 """The newest schema this code reads and writes."""
 
 MIGRATION_LOCK: Final = 0x41474C42
@@ -168,7 +170,66 @@ _V1: Final = (
     "INSERT INTO agent_lab_schema (version) VALUES (0)",
 )
 
-MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {1: _V1}
+_V2: Final = (
+    # SQLite's version 2 added the failure columns of turns and the audit blob tables;
+    # version 1 here was written with them, so this only makes sure they are there.
+    "ALTER TABLE turns ADD COLUMN IF NOT EXISTS failure_reason text",
+    "ALTER TABLE turns ADD COLUMN IF NOT EXISTS failure_message text",
+    """
+    CREATE TABLE IF NOT EXISTS audit_blobs (
+        session_id text NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        hash text NOT NULL,
+        body text NOT NULL,
+        PRIMARY KEY (session_id, hash)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS audit_lists (
+        session_id text NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        hash text NOT NULL,
+        parent text NOT NULL,
+        item text NOT NULL,
+        PRIMARY KEY (session_id, hash)
+    )
+    """,
+)
+
+_V3: Final = (
+    # The effect ledger (DESIGN.md §9.4), as SQLite's version 3: a call is pending
+    # (intent), dispatched (its handler about to run), then succeeded / failed /
+    # unknown, or cancelled when it never ran.
+    "ALTER TABLE tool_calls ADD COLUMN idempotency_key text",
+    "ALTER TABLE tool_calls ADD COLUMN arguments text",
+    "ALTER TABLE tool_calls ADD COLUMN dispatched_at text",
+    "ALTER TABLE tool_calls DROP CONSTRAINT tool_calls_state_check",
+    # Before the ledger, a call without a result may or may not have run: a pending
+    # batch's open calls count as dispatched (they become unknown when it is
+    # abandoned), an abandoned batch's ``cancelled`` calls become unknown.
+    """
+    UPDATE tool_calls AS c
+    SET idempotency_key = b.scope || ':' || c.event_id,
+        state = CASE
+            WHEN c.result IS NOT NULL THEN c.state
+            WHEN b.state = 'pending' THEN 'dispatched'
+            WHEN c.state = 'cancelled' THEN 'unknown'
+            ELSE c.state
+        END
+    FROM tool_batches AS b
+    WHERE b.id = c.batch_id
+    """,
+    """
+    ALTER TABLE tool_calls ADD CONSTRAINT tool_calls_state_check CHECK (state IN
+        ('pending', 'dispatched', 'succeeded', 'failed', 'unknown', 'cancelled'))
+    """,
+    # The turn in which the model was told about a batch's effects (see journal).
+    "ALTER TABLE tool_batches ADD COLUMN reported_turn integer",
+    # Batches finished before the ledger are not reported again; a pending one (its
+    # runtime died) is, once it is taken over.
+    "UPDATE tool_batches SET reported_turn = turn_index WHERE state != 'pending'",
+)
+
+MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {1: _V1, 2: _V2, 3: _V3}
+"""Statements that bring a database from version ``n - 1`` to version ``n``."""
 
 
 def stored_version(conn: psycopg.Connection[TupleRow], where: str) -> int:
