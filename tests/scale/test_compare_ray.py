@@ -28,11 +28,19 @@ REPEAT = 2
 
 @pytest.fixture(scope="module")
 def ray_instance() -> Iterator[None]:
-    import ray
+    # The instance listens on loopback only: the suite's offline guard, which Ray's
+    # own Python processes inherit, refuses this machine's outside address. Ray reads
+    # the switch ("not a cluster node": use 127.0.0.1) when it is first imported.
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            assert ray.util.get_node_ip_address() == "127.0.0.1", "Ray left loopback"
+            yield
+        finally:
+            ray.shutdown()
 
 
 def _settings(home: Path, scenario: Scenario, **extra: str) -> LabSettings:
