@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser postgres demo test test-local test-otel test-scale contract lint typecheck bench clean
+.PHONY: setup browser postgres demo test test-local test-otel test-scale phoenix contract lint typecheck bench clean
 
 # Each step prints one line; pip shows what it fetches (the first run takes a few minutes).
 PIP := $(BIN)/python -m pip install --progress-bar on
@@ -75,6 +75,9 @@ $(PHOENIX_STAMP): tests/telemetry/phoenix-requirements.txt
 	@$(PHOENIX_VENV)/bin/python -m pip install --progress-bar on --quiet \
 		-r tests/telemetry/phoenix-requirements.txt
 	@touch $(PHOENIX_STAMP)
+
+## Only the Phoenix environment (CI builds it in the background while the suite runs).
+phoenix: $(PHOENIX_STAMP)
 
 test-otel: setup $(PHOENIX_STAMP)
 	@echo "==> exporting turns to a real Arize Phoenix server and reading them back"
