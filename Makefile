@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser demo test test-local test-otel phoenix local-wheel contract lint typecheck bench clean
+.PHONY: setup browser postgres demo test test-local test-otel test-scale phoenix local-wheel contract lint typecheck bench clean
 
 # Each step prints one line; pip shows what it fetches (the first run takes a few minutes).
 PIP := $(BIN)/python -m pip install --progress-bar on
@@ -25,6 +25,11 @@ setup: $(STAMP)
 browser:
 	scripts/ensure-chromium
 
+## Debian's PostgreSQL server binaries (the store conformance and scale tests start
+## throwaway servers with them); installed when missing, as root.
+postgres:
+	scripts/ensure-postgres
+
 ## The benchmark suite (writes bench/RESULTS.md).
 bench: setup
 	@echo "==> installing the benchmark extra"
@@ -39,9 +44,16 @@ demo: setup
 ## lab's browser tests need /usr/bin/chromium; without it they are skipped with a note,
 ## unless AGENT_LAB_REQUIRE_BROWSER=1 (CI) makes that a failure.
 PYTEST_WORKERS ?= 2
-test: setup browser
+test: setup browser postgres
 	@echo "==> running the test suite ($(PYTEST_WORKERS) workers)"
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+
+## The scale stage: N web workers on PostgreSQL (one killed mid-turn, a session handed
+## between live workers) and campaigns on a local Ray instance; not in `make test`.
+test-scale: setup postgres
+	@echo "==> installing the postgres and ray extras"
+	@$(PIP) --quiet -e '.[dev,postgres,ray]'
+	$(BIN)/python -m pytest -m scale tests/scale
 
 ## The end-to-end tests on a real small model. Installing the extra builds llama.cpp
 ## from source (a few minutes) unless `make local-wheel` has already built the wheel.

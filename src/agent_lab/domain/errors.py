@@ -41,7 +41,14 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar, Literal
 
 PersistenceFailure = Literal[
-    "locked", "disk_full", "read_only", "corrupt", "taken_over", "file_replaced", "unknown"
+    "locked",
+    "disk_full",
+    "read_only",
+    "corrupt",
+    "taken_over",
+    "file_replaced",
+    "connection_lost",
+    "unknown",
 ]
 ExitClass = Literal["usage", "run_failed", "interrupted"]
 
@@ -292,6 +299,7 @@ _REASON_WORDING: dict[PersistenceFailure, str] = {
     "corrupt": "the session storage file is malformed",
     "taken_over": "the session was taken over by another runtime; this one lost its claim",
     "file_replaced": "the session storage file was deleted or replaced while open",
+    "connection_lost": "the connection to the session database was lost",
     "unknown": "the session storage failed",
 }
 

@@ -26,12 +26,13 @@ from agent_lab.application.contracts import (
 from agent_lab.application.ports import ChatClient
 from agent_lab.application.pricing import PriceTable
 from agent_lab.application.runtime import DebugRuntime
+from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain.errors import ConfigError
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.infrastructure.prices import GenaiPriceTable, price_table
-from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.infrastructure.store_factory import open_store
 from agent_lab.interfaces.lab_telemetry import start_telemetry
 from agent_lab.interfaces.settings import LabSettings
 
@@ -60,7 +61,9 @@ class Lab:
         self.base_url: str | None = settings.base_url
         self.model = ""
         self.chat_client: ChatClient | None = None
-        self.store: SQLiteSessionStore | None = None
+        self.store: SessionStore | None = None
+        self.runtime_options: dict[str, Any] = {}
+        """Defaults for every ``runtime()`` (e.g. ``claim_wait_seconds`` with workers)."""
         self.prices: PriceTable = lab_prices(settings)
         self.telemetry: LiveTelemetry | None = None
 
@@ -91,7 +94,7 @@ class Lab:
                     max_retries=self.settings.max_retries,
                 )
             )
-            self.store = SQLiteSessionStore(self.settings.database())
+            self.store = open_store(self.settings.store_location())
             await asyncio.to_thread(GenaiPriceTable().load)  # warms the shared data
             self._stack.callback(self.store.close)
             self._check_tools()
@@ -139,6 +142,7 @@ class Lab:
         """A fresh runtime (one per session) on the lab's client, tools and store."""
         if self.chat_client is None:
             raise ConfigError("the lab is not open; use `async with Lab(...)`")
+        options = {**self.runtime_options, **options}
         if self.telemetry is not None:
             options.setdefault("queues", self.telemetry.queues())
         return DebugRuntime(

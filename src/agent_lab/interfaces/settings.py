@@ -3,9 +3,9 @@
 Precedence, highest first: command-line flags > the ``--config`` TOML file >
 ``./agent-lab.toml`` > ``$XDG_CONFIG_HOME/agent-lab/config.toml`` > the environment
 (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``AGENT_LAB_MODEL``, ``AGENT_LAB_EVENT_MODEL``,
-``AGENT_LAB_HOME``, ``AGENT_LAB_DB``) > defaults. The two discovered files are read when
-``discover`` is set (the CLI does). With no endpoint configured, the lab runs the
-built-in simulated model.
+``AGENT_LAB_HOME``, ``AGENT_LAB_DB``, ``AGENT_LAB_DATABASE_URL``) > defaults. The two
+discovered files are read when ``discover`` is set (the CLI does). With no endpoint
+configured, the lab runs the built-in simulated model.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ ENVIRONMENT = {
     "AGENT_LAB_HOME": "home",
     "AGENT_LAB_DB": "db_path",
     "AGENT_LAB_OTEL": "otel",
+    "AGENT_LAB_DATABASE_URL": "database_url",
 }
 
 
@@ -74,6 +75,8 @@ class LabSettings(BaseModel):
     system_prompts: list[str] = Field(default_factory=lambda: [DEFAULT_SYSTEM_PROMPT])
     home: Path | None = None
     db_path: Path | None = None
+    database_url: SecretStr | None = None
+    """``postgresql://...`` (a shared PostgreSQL store); wins over ``db_path``."""
     timeout: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
     simulated_ttft_ms: float = Field(default=300.0, ge=0)
@@ -96,6 +99,11 @@ class LabSettings(BaseModel):
         if self.db_path is not None:
             return self.db_path.expanduser()
         return self.lab_home() / "agent-lab.sqlite3"
+
+    def store_location(self) -> str | Path:
+        """The PostgreSQL URL when set, else the SQLite file (see ``store_factory``)."""
+        url = self.database_url.get_secret_value() if self.database_url else None
+        return url or self.database()
 
     def chat_model(self) -> str:
         if self.model:

@@ -6,7 +6,7 @@ import sys
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import orjson
 import typer
@@ -43,6 +43,7 @@ from agent_lab.scenarios import Scenario, bundled_scenarios, load_scenario
 if TYPE_CHECKING:
     from agent_lab.interfaces.lab import Lab
 
+Executor = Literal["local", "ray"]
 _INDENT = orjson.OPT_INDENT_2
 
 COMPARE_HELP = f"""Run a scenario's user turns in both tool modes, N times, and compare them.
@@ -62,6 +63,8 @@ Examples:
   agent-lab compare demo --fast --json | jq .stats
 
   agent-lab compare my-scenario.toml --base-url http://127.0.0.1:8000/v1 --model qwen2.5
+
+  agent-lab compare demo --repeat 50 --executor ray   # each repeat a Ray task
 """
 
 
@@ -76,6 +79,7 @@ Examples:
     "fast",
     "local",
     "as_json",
+    "executor",
 )
 def compare(
     options: LabOptions,
@@ -93,13 +97,25 @@ def compare(
         bool,
         typer.Option("--json", help="Print the statistics, sessions and report files as JSON."),
     ] = False,
+    executor: Annotated[
+        Executor,
+        typer.Option(
+            "--executor", help="local: one session at a time; ray: each repeat a Ray task."
+        ),
+    ] = "local",
 ) -> None:
     """Compare both modes on a scenario (see ``COMPARE_HELP``)."""
-    run_async(lambda: _compare(options, scenario, repeat, out, as_json=as_json))
+    run_async(lambda: _compare(options, scenario, repeat, out, as_json=as_json, executor=executor))
 
 
 async def _compare(
-    options: LabOptions, name: str, repeat: int, out: Path | None, *, as_json: bool
+    options: LabOptions,
+    name: str,
+    repeat: int,
+    out: Path | None,
+    *,
+    as_json: bool,
+    executor: Executor = "local",
 ) -> int:
     scenario = load_scenario(name)
     settings = scenario_settings(options.settings(), scenario, fast=options.fast or fast_from_env())
@@ -108,7 +124,10 @@ async def _compare(
     async with open_lab(settings) as lab:
         if not as_json:
             notice(console, lab.endpoint_description)
-        runs = await _run_all(lab, scenario, repeat, console, quiet=as_json)
+        if executor == "ray":
+            runs = await _run_on_ray(lab, scenario, repeat, console, quiet=as_json)
+        else:
+            runs = await _run_all(lab, scenario, repeat, console, quiet=as_json)
         endpoint = lab.endpoint_description
     result = CompareResult(
         scenario=scenario,
@@ -188,3 +207,21 @@ async def _run_all(
                 runs.append(run)
         progress.update(task, completed=total, description="done")
     return runs
+
+
+async def _run_on_ray(
+    lab: Lab, scenario: Scenario, repeat: int, console: Console, *, quiet: bool = False
+) -> list[SessionRun]:
+    from agent_lab.interfaces.cli.compare_ray import run_on_ray, task_settings
+
+    total = repeat * len(scenario.modes)
+    with Progress(TextColumn("sessions on Ray"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, disable=quiet) as progress:  # fmt: skip
+        task = progress.add_task("sessions", total=total)
+        return await run_on_ray(
+            task_settings(lab.settings, lab.base_url, lab.model),
+            scenario,
+            repeat,
+            merge_into=lab.store,
+            on_done=lambda run: progress.advance(task),
+        )

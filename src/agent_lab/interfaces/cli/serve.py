@@ -67,6 +67,8 @@ Examples:
   agent-lab serve --host 0.0.0.0 --token "$(openssl rand -hex 16)"
 
   agent-lab serve --host 0.0.0.0 --allow-endpoint https://api.openai.com/v1
+
+  AGENT_LAB_DATABASE_URL=postgresql://lab@db/agent_lab agent-lab serve --workers 4
 """
 
 
@@ -120,6 +122,7 @@ def simulator_hints(base_url: str) -> list[str]:
     *STORE_FLAGS,
     "local",
     "otel",
+    "workers",
 )
 def serve(
     options: LabOptions,
@@ -137,6 +140,9 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="Worker processes sharing the store.")
+    ] = 1,
 ) -> None:
     """Serve the web lab (see ``SERVE_HELP``)."""
     with guard():
@@ -147,6 +153,11 @@ def serve(
     if generated:
         token = secrets.token_urlsafe(24)
     binding = Binding(host, port, token, generated, web_options(host, endpoints))
+    if workers > 1:
+        from agent_lab.interfaces.cli.serve_workers import serve_in_workers
+
+        with _bind(host, port) as sock:
+            raise typer.Exit(serve_in_workers(sock, workers, options, binding))
     # Ctrl-C is how a server is meant to stop: exit code 0
     run_async(lambda: _serve(options, create_app, binding), interrupted=EXIT_OK)
 

@@ -1,0 +1,137 @@
+"""The ``SessionClaims`` role of the PostgreSQL store: one writer per session, fenced.
+
+A claim is a ``session_claims`` row: a random token, an epoch (the session's
+``claim_epoch``, raised by one on every new claim), the claimant's owner label, pid
+(with its start time), host and lease. Claiming, renewing and every write to the
+session take the session's row lock first, so a takeover and a stale writer's write
+are ordered: the write either commits before the takeover or sees the new token and
+fails as ``taken_over``. A claim whose lease ran out, or whose process is known to be
+dead (same host), is taken over at once; the rules are the SQLite store's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from agent_lab.domain.errors import SessionBusy, SessionNotFound
+from agent_lab.infrastructure.postgres.connection import Conn, PgCore
+from agent_lab.infrastructure.postgres.journal import abandon, pending_batch_ids
+from agent_lab.infrastructure.sqlite.claims import (
+    CLAIM_POLL_SECONDS,
+    HOSTNAME,
+    Claim,
+    claim_is_stale,
+    lost_claim_holder,
+    process_started,
+)
+from agent_lab.infrastructure.sqlite.records import (
+    check_positive,
+    claim_with_wait,
+    new_id,
+    now_iso,
+)
+
+
+class ClaimsRole(PgCore):
+    """Leased, fenced writer claims."""
+
+    def claim_session(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        lease_seconds: float = 30.0,
+        wait_seconds: float = 0.0,
+    ) -> str:
+        """Become the one runtime that drives the session; return the claim token.
+
+        Taking a session cancels the tool batches a previous runtime left pending.
+        From now on this store's writes to the session are fenced by the token.
+
+        Raises:
+            SessionBusy: another live runtime still holds the session.
+            SessionNotFound: no session has that id.
+        """
+        check_positive(lease_seconds, "lease_seconds")
+        return claim_with_wait(
+            lambda: self._try_claim(session_id, owner, lease_seconds),
+            session_id,
+            wait_seconds,
+            CLAIM_POLL_SECONDS,
+        )
+
+    def renew_claim(self, session_id: str, token: str, *, lease_seconds: float = 30.0) -> None:
+        """Extend the claim's lease (the claimant's heartbeat).
+
+        Raises:
+            SessionBusy: the token no longer holds the claim; the message says who does.
+        """
+        check_positive(lease_seconds, "lease_seconds")
+        with self._write() as conn:
+            _lock_session(conn, session_id)
+            updated = conn.execute(
+                "UPDATE session_claims SET expires_at = %s WHERE session_id = %s AND token = %s",
+                (time.time() + lease_seconds, session_id, token),
+            )
+            if updated.rowcount == 0:
+                claim = select_claim(conn, session_id)
+                raise SessionBusy(session_id, f"this claim was lost; {lost_claim_holder(claim)}")
+
+    def release_claim(self, session_id: str, token: str) -> None:
+        """Give the session up; does nothing when ``token`` no longer holds it."""
+        with self._write() as conn:
+            _lock_session(conn, session_id)
+            conn.execute(
+                "DELETE FROM session_claims WHERE session_id = %s AND token = %s",
+                (session_id, token),
+            )
+        held = self._tokens.get(session_id)
+        if held is not None and held[0] == token:
+            del self._tokens[session_id]
+
+    def _try_claim(
+        self, session_id: str, owner: str, lease_seconds: float
+    ) -> tuple[str | None, str]:
+        with self._write() as conn:
+            epoch = _lock_session(conn, session_id) + 1
+            claim = select_claim(conn, session_id)
+            now = time.time()
+            if claim is not None and not claim_is_stale(claim, now):
+                return None, claim.describe(now)
+            token = new_id()
+            pid = os.getpid()
+            conn.execute(
+                "INSERT INTO session_claims (session_id, token, epoch, owner, pid,"
+                " pid_started, hostname, claimed_at, expires_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (session_id) DO UPDATE SET token = excluded.token,"
+                " epoch = excluded.epoch, owner = excluded.owner, pid = excluded.pid,"
+                " pid_started = excluded.pid_started, hostname = excluded.hostname,"
+                " claimed_at = excluded.claimed_at, expires_at = excluded.expires_at",
+                (session_id, token, epoch, owner, pid, process_started(pid), HOSTNAME, now)
+                + (now + lease_seconds,),
+            )
+            conn.execute("UPDATE sessions SET claim_epoch = %s WHERE id = %s", (epoch, session_id))
+            abandon(conn, pending_batch_ids(conn, session_id), "cancelled", now_iso())
+        self._tokens[session_id] = (token, epoch)
+        return token, ""
+
+
+def _lock_session(conn: Conn, session_id: str) -> int:
+    """Take the session's row lock; return its current claim epoch."""
+    row = conn.execute(
+        "SELECT claim_epoch FROM sessions WHERE id = %s FOR UPDATE", (session_id,)
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    return int(row[0])
+
+
+def select_claim(conn: Conn, session_id: str) -> Claim | None:
+    row = conn.execute(
+        "SELECT token, owner, pid, pid_started, hostname, expires_at FROM session_claims"
+        " WHERE session_id = %s",
+        (session_id,),
+    ).fetchone()
+    return None if row is None else Claim(*row)
