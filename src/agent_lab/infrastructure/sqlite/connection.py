@@ -5,6 +5,12 @@
 method's statements, the claim fence (``fence``), a check that the file at the store's
 path is still the file it opened, then ``COMMIT``. Any failure rolls everything back.
 
+``atomic_writes()`` groups the writes one thread makes inside it into one transaction
+(one ``BEGIN IMMEDIATE``, one identity check, one ``COMMIT``): each write keeps its
+own all-or-nothing rule (a savepoint), and a failure that leaves the block rolls the
+whole group back. What a write remembers in memory once it is durable (known audit
+blobs, claim tokens) is kept only when the group commits (``_after_commit``).
+
 Three rules keep failures honest:
 
 * **One wait for a held lock.** After a write gave up on a held lock, the next write
@@ -21,12 +27,13 @@ Three rules keep failures honest:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final, Literal, get_args
@@ -89,6 +96,8 @@ class StoreCore:
         self._known_blobs: dict[str, BlobCache] = {}
         """Audit values known to be stored, by session (see ``blobs``)."""
         self._lock_failed_at: float | None = None
+        self._group: _Group | None = None
+        """The ``atomic_writes()`` block in progress, if any."""
         self._conn: sqlite3.Connection | None = open_connection(self._path, options)
         self._identity = None if self._memory else _identity(self._path)
 
@@ -139,7 +148,54 @@ class StoreCore:
         self.fence(conn, session_id)
 
     @contextmanager
+    def atomic_writes(self) -> Iterator[None]:
+        """Commit every write this thread makes inside the block in one transaction.
+
+        Each write inside still succeeds or fails as a whole (a failed write that is
+        caught inside the block leaves nothing behind); an exception leaving the block
+        rolls back all of them. Reads inside see the writes made so far. Other threads
+        wait for the block to end. Blocks do not nest.
+
+        Raises:
+            PersistenceFailed: the transaction could not start or commit.
+        """
+        if self._grouped():
+            raise UsageError("atomic_writes() blocks do not nest")
+        with self._lock, self._mapped():
+            conn = self._connection()
+            self._begin_immediate(conn)
+            group = self._group = _Group(threading.get_ident())
+            try:
+                yield
+                self._check_identity()
+                conn.execute("COMMIT")
+            except BaseException:
+                rollback_quietly(conn)
+                raise
+            finally:
+                self._group = None
+        for action in group.after_commit:
+            action()
+
+    def _grouped(self) -> bool:
+        group = self._group
+        return group is not None and group.thread == threading.get_ident()
+
+    def _after_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once the write in progress is durable: now, or when the
+        ``atomic_writes()`` block around it commits (never, if it rolls back)."""
+        if self._grouped():
+            assert self._group is not None
+            self._group.after_commit.append(action)
+        else:
+            action()
+
+    @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        if self._grouped():
+            with self._savepoint() as conn:
+                yield conn
+            return
         with self._lock, self._mapped():
             conn = self._connection()
             self._begin_immediate(conn)
@@ -152,7 +208,26 @@ class StoreCore:
                 raise
 
     @contextmanager
+    def _savepoint(self) -> Iterator[sqlite3.Connection]:
+        """One write inside an ``atomic_writes()`` block, all or nothing on its own."""
+        with self._mapped():
+            conn = self._connection()
+            conn.execute("SAVEPOINT store_write")
+            try:
+                yield conn
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK TO store_write")
+                    conn.execute("RELEASE store_write")
+                raise
+            conn.execute("RELEASE store_write")
+
+    @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
+        if self._grouped():
+            with self._mapped():
+                yield self._connection()
+            return
         with self._lock, self._mapped():
             conn = self._connection()
             conn.execute("BEGIN")
@@ -230,6 +305,15 @@ class StoreCore:
         if old is not None:
             old.close()
         self._conn = open_connection(self._path, self._options)
+
+
+@dataclasses.dataclass(slots=True)
+class _Group:
+    """An ``atomic_writes()`` block: the thread that opened it, and what to remember
+    once it commits."""
+
+    thread: int
+    after_commit: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
 
 def _identity(path: Path) -> tuple[int, int]:

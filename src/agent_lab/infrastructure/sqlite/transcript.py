@@ -78,6 +78,9 @@ class TranscriptRole(StoreCore):
             deleted = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
             if deleted.rowcount == 0:
                 raise SessionNotFound(session_id)
+        self._after_commit(lambda: self._forget_session(session_id))
+
+    def _forget_session(self, session_id: str) -> None:
         self._tokens.pop(session_id, None)
         self._known_blobs.pop(session_id, None)
 
