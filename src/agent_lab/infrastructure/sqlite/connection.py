@@ -33,12 +33,17 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
-from agent_lab.domain.errors import PersistenceFailed, StoreFormatError, UsageError
+from agent_lab.domain.errors import (
+    PersistenceFailed,
+    SessionNotFound,
+    StoreFormatError,
+    UsageError,
+)
 from agent_lab.infrastructure.sqlite.blobs import BlobCache
 from agent_lab.infrastructure.sqlite.errors import (
     classify_os_error,
@@ -131,21 +136,29 @@ class StoreCore:
         ).fetchone()
         if row is not None and row[0] == token:
             return
-        holder = "nobody" if row is None else f"{row[1]} (pid {row[2]} on {row[3]})"
-        raise PersistenceFailed(
-            "taken_over",
-            f"session {session_id!r} is now held by {holder}; nothing was written",
-        )
+        raise _taken_over(session_id, None if row is None else row[1:])
 
     def writable(self, conn: sqlite3.Connection, session_id: str) -> None:
-        """Check, inside a write, that the session exists and this store may write it.
+        """Check, inside a write, that the session exists and this store may write it
+        (one lookup for both when the store holds a claim on it).
 
         Raises:
             SessionNotFound: no session has that id.
             PersistenceFailed: ``taken_over`` (see ``fence``).
         """
-        require_session(conn, session_id)
-        self.fence(conn, session_id)
+        token = self._tokens.get(session_id)
+        if token is None:
+            require_session(conn, session_id)
+            return
+        row = conn.execute(
+            "SELECT c.token, c.owner, c.pid, c.hostname FROM sessions AS s"
+            " LEFT JOIN session_claims AS c ON c.session_id = s.id WHERE s.id = ?",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        if row[0] != token:
+            raise _taken_over(session_id, None if row[0] is None else row[1:])
 
     @contextmanager
     def atomic_writes(self) -> Iterator[None]:
@@ -314,6 +327,14 @@ class _Group:
 
     thread: int
     after_commit: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+
+
+def _taken_over(session_id: str, holder: Sequence[Any] | None) -> PersistenceFailed:
+    """The fence's refusal; ``holder`` is the claim's owner, pid and host, if any."""
+    who = "nobody" if holder is None else f"{holder[0]} (pid {holder[1]} on {holder[2]})"
+    return PersistenceFailed(
+        "taken_over", f"session {session_id!r} is now held by {who}; nothing was written"
+    )
 
 
 def _identity(path: Path) -> tuple[int, int]:

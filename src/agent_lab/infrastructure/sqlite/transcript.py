@@ -122,8 +122,9 @@ class TranscriptRole(StoreCore):
                 (session_id, turn_index, user_message, now),
             )
             if rows:
-                insert_messages(conn, session_id, turn_index, rows)
-            touch(conn, session_id, now)
+                insert_messages(conn, session_id, turn_index, rows)  # touches the session
+            else:
+                touch(conn, session_id, now)
 
     def complete_turn(
         self,
