@@ -236,7 +236,7 @@ class SessionRecorder:
         grouped: bool = True,
     ) -> T:
         """Buffered audits, then ``function``: one transaction when ``grouped`` and the
-        store groups writes (never for a claim, which may wait for another writer)."""
+        store groups writes."""
         atomic = self._atomic if grouped else contextlib.nullcontext
         try:
             try:
@@ -267,7 +267,8 @@ class SessionRecorder:
         """Create the session if new, claim it (one writer), and read it back.
 
         All in one trip to the worker thread: a session's setup costs one hand-off,
-        not four.
+        not four; and in one transaction when the claim does not wait for another
+        writer (a claim that waits must not hold the store's write lock meanwhile).
         """
         snapshot = request_snapshot(request)
         owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -285,7 +286,7 @@ class SessionRecorder:
         audits, self._audits = self._audits, []
         try:
             stored = await asyncio.to_thread(
-                self._write, audits, open_session, (), {}, grouped=False
+                self._write, audits, open_session, (), {}, grouped=self._claim_wait <= 0
             )
         finally:
             if self._claim_token is not None:

@@ -146,10 +146,18 @@ class StoreCore:
             SessionNotFound: no session has that id.
             PersistenceFailed: ``taken_over`` (see ``fence``).
         """
+        group = self._group if self._grouped() else None
+        if group is not None and session_id in group.writable:
+            return  # checked earlier in this transaction, which holds the write lock
         token = self._tokens.get(session_id)
         if token is None:
             require_session(conn, session_id)
-            return
+        else:
+            self._check_claim(conn, session_id, token)
+        if group is not None:
+            group.writable.add(session_id)
+
+    def _check_claim(self, conn: sqlite3.Connection, session_id: str, token: str) -> None:
         row = conn.execute(
             "SELECT c.token, c.owner, c.pid, c.hostname FROM sessions AS s"
             " LEFT JOIN session_claims AS c ON c.session_id = s.id WHERE s.id = ?",
@@ -327,6 +335,8 @@ class _Group:
 
     thread: int
     after_commit: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+    writable: set[str] = dataclasses.field(default_factory=set)
+    """Sessions ``writable()`` already checked in this transaction."""
 
 
 def _taken_over(session_id: str, holder: Sequence[Any] | None) -> PersistenceFailed:
