@@ -79,11 +79,14 @@ class TimedStore:
     def __init__(self, inner: SessionStore) -> None:
         self.inner = inner
         self.calls: dict[str, list[float]] = defaultdict(list)
+        self.transactions = 0
+        """Store transactions: one per group, one per call outside a group."""
         self._inside: list[float] | None = None
 
     @contextlib.contextmanager
     def atomic_writes(self) -> Iterator[None]:
         started, self._inside = time.perf_counter(), []
+        self.transactions += 1
         try:
             with self.inner.atomic_writes():  # type: ignore[attr-defined]
                 yield
@@ -106,6 +109,8 @@ class TimedStore:
             self.calls[name].append(took)
             if self._inside is not None:
                 self._inside.append(took)
+            else:
+                self.transactions += 1
 
 
 def _registry() -> ToolRegistry:
@@ -177,6 +182,7 @@ class Run:
     stored_per_turn: float | None = None
     audit_bytes: tuple[int, int] | None = None
     """Audit JSON written in the first and in the last measured turn."""
+    transactions_per_turn: float = 0.0
 
 
 def _wchar() -> int | None:
@@ -216,7 +222,7 @@ def bench_sqlite(
 
     def on_warm() -> None:
         store.calls.clear()
-        before.update(rows=_row_counts(path), wchar=_wchar())
+        before.update(rows=_row_counts(path), wchar=_wchar(), transactions=store.transactions)
 
     def on_done() -> None:
         wchar, rows = _wchar(), _row_counts(path)
@@ -225,6 +231,7 @@ def bench_sqlite(
         if wchar is not None and before["wchar"] is not None:
             run.wchar_per_turn = (wchar - before["wchar"]) / turns
         run.audit_bytes = (_audit_bytes(path, 2), _audit_bytes(path, turns + 1))
+        run.transactions_per_turn = (store.transactions - before["transactions"]) / turns
 
     asyncio.run(_drive(store, mode, turns, on_warm, on_done))
     store.inner.close()  # checkpoints the WAL into the database file
@@ -286,7 +293,10 @@ def _latency_table(runs: list[Run]) -> list[str]:
 
 def _volume_table(runs: list[Run]) -> list[str]:
     sqlite_runs = [run for run in runs if run.rows_per_turn]
-    calls = [sum(len(v) for v in run.calls.values()) / run.turns for run in sqlite_runs]
+    calls = [
+        sum(len(v) for name, v in run.calls.items() if name != GROUP) / run.turns
+        for run in sqlite_runs
+    ]
     rows = [
         f"{sum(r.rows_per_turn.values()):g} ("
         + ", ".join(f"{t} {n:g}" for t, n in r.rows_per_turn.items() if n)
@@ -308,6 +318,9 @@ def _volume_table(runs: list[Run]) -> list[str]:
         "| per turn | " + " | ".join(run.label for run in sqlite_runs) + " |",
         "|---|" + "---:|" * len(sqlite_runs),
         "| store calls | " + " | ".join(f"{c:g}" for c in calls) + " |",
+        "| store transactions (a group of calls in one counts once) | "
+        + " | ".join(f"{r.transactions_per_turn:g}" for r in sqlite_runs)
+        + " |",
         "| rows inserted | " + " | ".join(rows) + " |",
         "| bytes written (`wchar`) | " + " | ".join(wchar) + " |",
         "| database file size ÷ turns | " + " | ".join(stored) + " |",
