@@ -78,18 +78,17 @@ def test_an_exception_leaving_the_block_rolls_every_write_back(tmp_path: Path) -
     store.close()
 
 
-def test_a_failed_write_caught_inside_leaves_nothing_of_itself(tmp_path: Path) -> None:
+def test_a_failed_write_caught_inside_still_rolls_the_block_back(tmp_path: Path) -> None:
     store = _open(tmp_path)
     store.start_turn("s", 1, "hi")
-    with store.atomic_writes():
-        store.append_messages("s", 1, [assistant("kept")])
+    with pytest.raises(UsageError, match="rolled back"), store.atomic_writes():
+        store.append_messages("s", 1, [assistant("not kept")])
         with pytest.raises(UsageError, match="already exists"):
-            # Its message insert runs before the check fails: it must not stay.
-            store.start_turn("s", 2, "two", messages=[user("two")])
-            store.start_turn("s", 2, "again", messages=[user("dropped")])
-        store.append_messages("s", 2, [assistant("kept too")])
-    contents = [m["content"] for m in store.list_messages("s")]
-    assert contents == ["kept", "two", "kept too"]
+            store.start_turn("s", 1, "again", messages=[user("not kept either")])
+        store.append_messages("s", 1, [assistant("nor this")])
+    assert store.list_messages("s") == []
+    store.append_messages("s", 1, [assistant("the store still works")])
+    assert [m["content"] for m in store.list_messages("s")] == ["the store still works"]
     store.close()
 
 

@@ -6,10 +6,10 @@ method's statements, the claim fence (``fence``), a check that the file at the s
 path is still the file it opened, then ``COMMIT``. Any failure rolls everything back.
 
 ``atomic_writes()`` groups the writes one thread makes inside it into one transaction
-(one ``BEGIN IMMEDIATE``, one identity check, one ``COMMIT``): each write keeps its
-own all-or-nothing rule (a savepoint), and a failure that leaves the block rolls the
-whole group back. What a write remembers in memory once it is durable (known audit
-blobs, claim tokens) is kept only when the group commits (``_after_commit``).
+(one ``BEGIN IMMEDIATE``, one identity check, one ``COMMIT``), all or nothing: any
+failed write inside rolls the whole group back. What a write remembers in memory once
+it is durable (known audit blobs, claim tokens) is kept only when the group commits
+(``_after_commit``).
 
 Three rules keep failures honest:
 
@@ -27,7 +27,6 @@ Three rules keep failures honest:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import sqlite3
@@ -172,13 +171,15 @@ class StoreCore:
     def atomic_writes(self) -> Iterator[None]:
         """Commit every write this thread makes inside the block in one transaction.
 
-        Each write inside still succeeds or fails as a whole (a failed write that is
-        caught inside the block leaves nothing behind); an exception leaving the block
-        rolls back all of them. Reads inside see the writes made so far. Other threads
-        wait for the block to end. Blocks do not nest.
+        All or nothing: an exception leaving the block rolls every write back, and so
+        does a write that failed inside it even when the caller caught its error (the
+        block then ends with a ``UsageError``), so no write is ever half kept. Reads
+        inside see the writes made so far. Other threads wait for the block to end.
+        Blocks do not nest.
 
         Raises:
             PersistenceFailed: the transaction could not start or commit.
+            UsageError: a write inside the block failed and its error was caught.
         """
         if self._grouped():
             raise UsageError("atomic_writes() blocks do not nest")
@@ -188,6 +189,11 @@ class StoreCore:
             group = self._group = _Group(threading.get_ident())
             try:
                 yield
+                if group.failed:
+                    raise UsageError(
+                        "a write inside this atomic_writes() block failed; "
+                        "the whole block was rolled back"
+                    )
                 self._check_identity()
                 conn.execute("COMMIT")
             except BaseException:
@@ -214,7 +220,7 @@ class StoreCore:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         if self._grouped():
-            with self._savepoint() as conn:
+            with self._in_group() as conn:
                 yield conn
             return
         with self._lock, self._mapped():
@@ -229,19 +235,15 @@ class StoreCore:
                 raise
 
     @contextmanager
-    def _savepoint(self) -> Iterator[sqlite3.Connection]:
-        """One write inside an ``atomic_writes()`` block, all or nothing on its own."""
-        with self._mapped():
-            conn = self._connection()
-            conn.execute("SAVEPOINT store_write")
-            try:
-                yield conn
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK TO store_write")
-                    conn.execute("RELEASE store_write")
-                raise
-            conn.execute("RELEASE store_write")
+    def _in_group(self) -> Iterator[sqlite3.Connection]:
+        """One write inside an ``atomic_writes()`` block: a failure dooms the block."""
+        assert self._group is not None
+        try:
+            with self._mapped():
+                yield self._connection()
+        except BaseException:
+            self._group.failed = True
+            raise
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -337,6 +339,8 @@ class _Group:
     after_commit: list[Callable[[], None]] = dataclasses.field(default_factory=list)
     writable: set[str] = dataclasses.field(default_factory=set)
     """Sessions ``writable()`` already checked in this transaction."""
+    failed: bool = False
+    """A write inside failed: the block rolls back whatever the caller does."""
 
 
 def _taken_over(session_id: str, holder: Sequence[Any] | None) -> PersistenceFailed:
