@@ -32,10 +32,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Literal, get_args
+from typing import Final, Literal, get_args
 
 from agent_lab.domain.errors import (
     PersistenceFailed,
@@ -49,7 +49,9 @@ from agent_lab.infrastructure.sqlite.errors import (
     classify_sqlite_error,
     map_open_errors,
     map_sqlite_errors,
+    taken_over,
 )
+from agent_lab.infrastructure.sqlite.group import Group
 from agent_lab.infrastructure.sqlite.rows import require_session
 from agent_lab.infrastructure.sqlite.schema import (
     SCHEMA_VERSION,
@@ -100,7 +102,7 @@ class StoreCore:
         self._known_blobs: dict[str, BlobCache] = {}
         """Audit values known to be stored, by session (see ``blobs``)."""
         self._lock_failed_at: float | None = None
-        self._group: _Group | None = None
+        self._group: Group | None = None
         """The ``atomic_writes()`` block in progress, if any."""
         self._conn: sqlite3.Connection | None = open_connection(self._path, options)
         self._identity = None if self._memory else _identity(self._path)
@@ -135,7 +137,7 @@ class StoreCore:
         ).fetchone()
         if row is not None and row[0] == token:
             return
-        raise _taken_over(session_id, None if row is None else row[1:])
+        raise taken_over(session_id, None if row is None else row[1:])
 
     def writable(self, conn: sqlite3.Connection, session_id: str) -> None:
         """Check, inside a write, that the session exists and this store may write it
@@ -165,7 +167,7 @@ class StoreCore:
         if row is None:
             raise SessionNotFound(session_id)
         if row[0] != token:
-            raise _taken_over(session_id, None if row[0] is None else row[1:])
+            raise taken_over(session_id, None if row[0] is None else row[1:])
 
     @contextmanager
     def atomic_writes(self) -> Iterator[None]:
@@ -186,7 +188,7 @@ class StoreCore:
         with self._lock, self._mapped():
             conn = self._connection()
             self._begin_immediate(conn)
-            group = self._group = _Group(threading.get_ident())
+            group = self._group = Group(threading.get_ident())
             try:
                 yield
                 if group.failed:
@@ -328,27 +330,6 @@ class StoreCore:
         if old is not None:
             old.close()
         self._conn = open_connection(self._path, self._options)
-
-
-@dataclasses.dataclass(slots=True)
-class _Group:
-    """An ``atomic_writes()`` block: the thread that opened it, and what to remember
-    once it commits."""
-
-    thread: int
-    after_commit: list[Callable[[], None]] = dataclasses.field(default_factory=list)
-    writable: set[str] = dataclasses.field(default_factory=set)
-    """Sessions ``writable()`` already checked in this transaction."""
-    failed: bool = False
-    """A write inside failed: the block rolls back whatever the caller does."""
-
-
-def _taken_over(session_id: str, holder: Sequence[Any] | None) -> PersistenceFailed:
-    """The fence's refusal; ``holder`` is the claim's owner, pid and host, if any."""
-    who = "nobody" if holder is None else f"{holder[0]} (pid {holder[1]} on {holder[2]})"
-    return PersistenceFailed(
-        "taken_over", f"session {session_id!r} is now held by {who}; nothing was written"
-    )
 
 
 def _identity(path: Path) -> tuple[int, int]:
