@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import platform
 import sqlite3
 import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -65,12 +66,33 @@ TABLES = (
 USAGE = TokenUsage(prompt_tokens=812, completion_tokens=64, total_tokens=876)
 
 
+GROUP = "atomic_writes (begin + commit)"
+
+
 class TimedStore:
-    """Delegates to a store and records how long each public call takes."""
+    """Delegates to a store and records how long each public call takes.
+
+    When the store groups writes (``atomic_writes()``, which the runtime uses to commit
+    a write with its audits), the group's own cost (its ``BEGIN`` and ``COMMIT``: the
+    group's time less the calls inside it) is recorded as ``GROUP``."""
 
     def __init__(self, inner: SessionStore) -> None:
         self.inner = inner
         self.calls: dict[str, list[float]] = defaultdict(list)
+        self.transactions = 0
+        """Store transactions: one per group, one per call outside a group."""
+        self._inside: list[float] | None = None
+
+    @contextlib.contextmanager
+    def atomic_writes(self) -> Iterator[None]:
+        started, self._inside = time.perf_counter(), []
+        self.transactions += 1
+        try:
+            with self.inner.atomic_writes():  # type: ignore[attr-defined]
+                yield
+        finally:
+            inside, self._inside = self._inside, None
+            self.calls[GROUP].append(time.perf_counter() - started - sum(inside))
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self.inner, name)
@@ -83,7 +105,12 @@ class TimedStore:
         try:
             return target(*args, **kwargs)
         finally:
-            self.calls[name].append(time.perf_counter() - started)
+            took = time.perf_counter() - started
+            self.calls[name].append(took)
+            if self._inside is not None:
+                self._inside.append(took)
+            else:
+                self.transactions += 1
 
 
 def _registry() -> ToolRegistry:
@@ -155,6 +182,7 @@ class Run:
     stored_per_turn: float | None = None
     audit_bytes: tuple[int, int] | None = None
     """Audit JSON written in the first and in the last measured turn."""
+    transactions_per_turn: float = 0.0
 
 
 def _wchar() -> int | None:
@@ -194,7 +222,7 @@ def bench_sqlite(
 
     def on_warm() -> None:
         store.calls.clear()
-        before.update(rows=_row_counts(path), wchar=_wchar())
+        before.update(rows=_row_counts(path), wchar=_wchar(), transactions=store.transactions)
 
     def on_done() -> None:
         wchar, rows = _wchar(), _row_counts(path)
@@ -203,6 +231,7 @@ def bench_sqlite(
         if wchar is not None and before["wchar"] is not None:
             run.wchar_per_turn = (wchar - before["wchar"]) / turns
         run.audit_bytes = (_audit_bytes(path, 2), _audit_bytes(path, turns + 1))
+        run.transactions_per_turn = (store.transactions - before["transactions"]) / turns
 
     asyncio.run(_drive(store, mode, turns, on_warm, on_done))
     store.inner.close()  # checkpoints the WAL into the database file
@@ -264,7 +293,10 @@ def _latency_table(runs: list[Run]) -> list[str]:
 
 def _volume_table(runs: list[Run]) -> list[str]:
     sqlite_runs = [run for run in runs if run.rows_per_turn]
-    calls = [sum(len(v) for v in run.calls.values()) / run.turns for run in sqlite_runs]
+    calls = [
+        sum(len(v) for name, v in run.calls.items() if name != GROUP) / run.turns
+        for run in sqlite_runs
+    ]
     rows = [
         f"{sum(r.rows_per_turn.values()):g} ("
         + ", ".join(f"{t} {n:g}" for t, n in r.rows_per_turn.items() if n)
@@ -286,6 +318,9 @@ def _volume_table(runs: list[Run]) -> list[str]:
         "| per turn | " + " | ".join(run.label for run in sqlite_runs) + " |",
         "|---|" + "---:|" * len(sqlite_runs),
         "| store calls | " + " | ".join(f"{c:g}" for c in calls) + " |",
+        "| store transactions (a group of calls in one counts once) | "
+        + " | ".join(f"{r.transactions_per_turn:g}" for r in sqlite_runs)
+        + " |",
         "| rows inserted | " + " | ".join(rows) + " |",
         "| bytes written (`wchar`) | " + " | ".join(wchar) + " |",
         "| database file size ÷ turns | " + " | ".join(stored) + " |",

@@ -345,10 +345,12 @@ def event_agent_request(
     events: Sequence[ToolCallEvent],
     tools: list[dict[str, Any]],
     history: Sequence[ChatMessage],
+    history_dumps: list[dict[str, Any]] | None = None,
     system_prompt: str = "",
 ) -> Details:
     """What the event agent was sent; a forced argument call sends ``system_prompt`` as
-    a system message, then ``history``, with its event's tool from ``tools``."""
+    a system message, then ``history``, with its event's tool from ``tools``.
+    ``history_dumps`` are ``history``'s dumps when the caller already has them."""
     return {
         "agent": "event_agent",
         "scope": scope,
@@ -356,7 +358,11 @@ def event_agent_request(
         "params": params.model_dump(mode="json"),
         "events": [event.model_dump() for event in events],
         "tools": tools,
-        "history": [message.model_dump() for message in history],
+        "history": (
+            [message.model_dump() for message in history]
+            if history_dumps is None
+            else history_dumps
+        ),
         "system_prompt": system_prompt,
     }
 

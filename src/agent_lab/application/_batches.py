@@ -19,7 +19,7 @@ from agent_lab.application._audit import Auditor
 from agent_lab.application._chat_round import StreamedRound
 from agent_lab.application._persistence import BatchIntent
 from agent_lab.application._session_state import SessionState, TurnState
-from agent_lab.application._transcript import event_agent_history
+from agent_lab.application._transcript import event_history
 from agent_lab.application.event_agent import (
     ArgumentCall,
     DispatchNotice,
@@ -139,9 +139,11 @@ async def run_dual_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchRun
     session.history.append(assistant)
     visible = [assistant] if assistant.content.strip() else []
     batch_id = await _begin(ctx, streamed, assistant=None, visible=visible)
+    seen = event_history(session.prefix.event_view, session.history.event_view)
     request = EventAgentRequest(
         events=list(streamed.events),
-        history=event_agent_history(session.request.pre_messages, session.history),
+        history=seen.messages,
+        history_dumps=seen.dumps,
         scope=ctx.scope,
         enabled_tools=list(session.request.event_agent.enabled_tools),
         params=session.request.event_agent,
@@ -230,8 +232,9 @@ async def run_direct_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchR
         await session.recorder.record_result(batch_id, result.event_id, _status(result), reply)
         await emitter.land(result.event_id, reply)
 
+    seen = event_history(session.prefix.event_view, session.history.event_view, assistant)
     context = ToolExecutionContext(
-        history=event_agent_history(session.request.pre_messages, [*session.history, assistant]),
+        history=seen.messages,
         session_id=session.session_id,
         turn_index=turn.index,
         round_index=turn.round_index,

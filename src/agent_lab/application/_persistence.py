@@ -2,7 +2,9 @@
 
 Writes run in a worker thread one at a time, in the order the session makes them.
 Audits are buffered and flushed with the next durable write (and at turn end), so the
-trail costs no extra round trip. Any store failure surfaces as ``PersistenceFailed``.
+trail costs no extra round trip; when the store's class offers ``atomic_writes()`` (the
+SQLite store does) the audits and the write they precede commit in one transaction.
+Any store failure surfaces as ``PersistenceFailed``.
 
 A session without a store gets a ``NullRecorder``: the same calls, writing nothing, so
 the engine never asks whether a store is attached.
@@ -16,6 +18,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -187,6 +190,18 @@ class NullRecorder:
         return await never
 
 
+def _grouping(store: SessionStore) -> Callable[[], AbstractContextManager[Any]]:
+    """The store's ``atomic_writes`` block, or a no-op one when it has none.
+
+    Only a method of the store's class counts: a wrapper that forwards calls one by
+    one (``__getattr__``) keeps one transaction per call, as its calls expect.
+    """
+    atomic = getattr(type(store), "atomic_writes", None)
+    if atomic is None:
+        return contextlib.nullcontext
+    return lambda: atomic(store)
+
+
 class SessionRecorder:
     """Writes one session's turns, transcript, journal, metrics and audits."""
 
@@ -197,6 +212,7 @@ class SessionRecorder:
     ) -> None:
         self.store = store
         self.session_id = session_id
+        self._atomic = _grouping(store)
         self._audits: list[tuple[int | None, str, dict[str, Any]]] = []
         self._claim_token: str | None = None
         self._claim_wait = claim_wait_seconds
@@ -216,17 +232,33 @@ class SessionRecorder:
         function: Callable[..., T],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        *,
+        grouped: bool = True,
     ) -> T:
+        """Buffered audits, then ``function``: one transaction when ``grouped`` and the
+        store groups writes."""
+        atomic = self._atomic if grouped else contextlib.nullcontext
         try:
-            if audits:
-                self.store.append_audits(self.session_id, audits)
-            return function(*args, **kwargs)
+            try:
+                with atomic():
+                    if audits:
+                        self.store.append_audits(self.session_id, audits)
+                    return function(*args, **kwargs)
+            except Exception:
+                if audits and atomic is not contextlib.nullcontext:
+                    self._keep_audits(audits)  # they went down with the write
+                raise
         except StoreFormatError as exc:  # found mid-session: the file went bad under us
             raise PersistenceFailed("corrupt", str(exc)) from exc
         except StoreError:
             raise
         except Exception as exc:  # an adapter bug must still read as a storage failure
             raise PersistenceFailed("unknown", str(exc)) from exc
+
+    def _keep_audits(self, audits: list[tuple[int | None, str, dict[str, Any]]]) -> None:
+        """Best effort: the trail of a failed write is kept, as when it went first."""
+        with contextlib.suppress(Exception):
+            self.store.append_audits(self.session_id, audits)
 
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
         self._audits.append((turn_index, event, details))
@@ -235,7 +267,8 @@ class SessionRecorder:
         """Create the session if new, claim it (one writer), and read it back.
 
         All in one trip to the worker thread: a session's setup costs one hand-off,
-        not four.
+        not four; and in one transaction when the claim does not wait for another
+        writer (a claim that waits must not hold the store's write lock meanwhile).
         """
         snapshot = request_snapshot(request)
         owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -250,8 +283,11 @@ class SessionRecorder:
             recovery = recovery_from_batches(store.list_unreported_batches(session_id))
             return StoredSession(session_id, records, store.next_turn_index(session_id), recovery)
 
+        audits, self._audits = self._audits, []
         try:
-            stored = await self._call(open_session)
+            stored = await asyncio.to_thread(
+                self._write, audits, open_session, (), {}, grouped=self._claim_wait <= 0
+            )
         finally:
             if self._claim_token is not None:
                 self._schedule_renewal()
@@ -397,8 +433,13 @@ class SessionRecorder:
     def _flush_and_release(
         self, audits: list[tuple[int | None, str, dict[str, Any]]], token: str
     ) -> None:
-        """Best effort both: audits never fail a turn, and a lost claim is gone anyway."""
-        with contextlib.suppress(StoreError):
-            self._write(audits, lambda: None, (), {})
+        """Best effort both: audits never fail a turn, and a lost claim is gone anyway.
+        One transaction when the store groups writes; the release is tried on its own
+        when that fails."""
+        try:
+            self._write(audits, self.store.release_claim, (self.session_id, token), {})
+            return
+        except StoreError:
+            pass
         with contextlib.suppress(StoreError):
             self.store.release_claim(self.session_id, token)

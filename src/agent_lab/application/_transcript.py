@@ -17,16 +17,19 @@ RESULTS_HEADER = "EventAgent results:\n"
 
 class History:
     """The conversation after the pre-messages, append-only, with each message's dump
-    made once (request audits list every message sent, every round)."""
+    made once (request audits list every message sent, every round), and the event
+    agent's view of it (``EventView``) kept up to date as messages are appended."""
 
     def __init__(self, messages: Iterable[ChatMessage] = ()) -> None:
         self.messages: list[ChatMessage] = []
         self.dumps: list[dict[str, Any]] = []
+        self.event_view = EventView()
         self.extend(messages)
 
     def append(self, message: ChatMessage) -> None:
         self.messages.append(message)
         self.dumps.append(message.model_dump())
+        self.event_view.add(message)
 
     def extend(self, messages: Iterable[ChatMessage]) -> None:
         for message in messages:
@@ -40,6 +43,43 @@ class History:
 
     def __getitem__(self, index: int) -> ChatMessage:
         return self.messages[index]
+
+
+class EventView:
+    """``event_agent_history`` of a message sequence, built one message at a time: each
+    message is copied and dumped once, not again for every batch of the session."""
+
+    def __init__(self, messages: Iterable[ChatMessage] = ()) -> None:
+        self.messages: list[ChatMessage] = []
+        self.dumps: list[dict[str, Any]] = []
+        for message in messages:
+            self.add(message)
+
+    def add(self, message: ChatMessage) -> None:
+        seen = event_agent_message(message)
+        if seen is not None:
+            self.messages.append(seen)
+            self.dumps.append(seen.model_dump())
+
+
+@dataclass(frozen=True)
+class EventHistory:
+    """What the event agent sees of one batch's conversation, and its dumps."""
+
+    messages: list[ChatMessage]
+    dumps: list[dict[str, Any]]
+
+
+def event_history(pre_messages: EventView, history: EventView, *tail: ChatMessage) -> EventHistory:
+    """``event_agent_history(pre_messages, [*history, *tail])`` from the kept views."""
+    messages = [*pre_messages.messages, *history.messages]
+    dumps = [*pre_messages.dumps, *history.dumps]
+    for message in tail:
+        seen = event_agent_message(message)
+        if seen is not None:
+            messages.append(seen)
+            dumps.append(seen.model_dump())
+    return EventHistory(messages, dumps)
 
 
 @dataclass(frozen=True)
@@ -64,6 +104,8 @@ class RequestPrefix:
     def __init__(self, request: DebugRunRequest) -> None:
         self.messages = [*system_messages(request), *request.pre_messages]
         self.dumps = [message.model_dump() for message in self.messages]
+        self.event_view = EventView(request.pre_messages)
+        """The pre-messages as the event agent sees them."""
         self.catalog_at = next(
             (index for index, message in enumerate(self.messages) if message.role != "system"),
             len(self.messages),
@@ -88,11 +130,19 @@ def event_agent_history(
 ) -> list[ChatMessage]:
     """User and assistant messages only, no event-agent replies, every ``name`` cleared."""
     return [
-        ChatMessage(role=message.role, content=message.content)
+        seen
         for source in (pre_messages, history)
         for message in source
-        if message.role in ("user", "assistant") and message.name != EVENT_AGENT_NAME
+        if (seen := event_agent_message(message)) is not None
     ]
+
+
+def event_agent_message(message: ChatMessage) -> ChatMessage | None:
+    """The event agent's copy of one message (role and content), or ``None`` when it
+    does not see it (tool protocol, system prompts, event-agent replies)."""
+    if message.role in ("user", "assistant") and message.name != EVENT_AGENT_NAME:
+        return ChatMessage(role=message.role, content=message.content)
+    return None
 
 
 def results_message(replies: Sequence[ChatMessage]) -> ChatMessage:

@@ -84,6 +84,8 @@ class EventAgentRequest:
     turn_index: int = 0
     round_index: int = 0
     audit: AuditFn | None = None
+    history_dumps: list[dict[str, Any]] | None = None
+    """``history``'s message dumps, when the caller keeps them (else made per request)."""
 
 
 @dataclass(frozen=True)
@@ -290,6 +292,7 @@ class EventAgent:
                 list(dict.fromkeys(event.name for event in request.events))
             ),
             history=request.history,
+            history_dumps=request.history_dumps,
             system_prompt=request.params.system_prompt,
         )
 

@@ -80,9 +80,10 @@ class BlobCache:
     recent: dict[str, list[Chained]] = field(default_factory=dict)
     """The last few committed lists of each chained key, newest first."""
     pending: dict[str, list[Chained]] = field(default_factory=dict)
-    """The lists of the write in progress; committed with it, dropped if it fails."""
+    """The lists of the write being packed (handed to ``commit`` once it is durable)."""
 
-    def commit(self, packed: Packed) -> None:
+    def commit(self, packed: Packed, written: dict[str, list[Chained]]) -> None:
+        """Remember what a committed write stored: its bodies, nodes and lists."""
         if len(self.nodes) > _CACHE_LIMIT or len(self.dumps) > _CACHE_LIMIT:
             self.blobs.clear()
             self.nodes.clear()
@@ -90,9 +91,8 @@ class BlobCache:
             self.recent.clear()
         self.blobs.update(packed.blobs)
         self.nodes.update({link: node for node, link in packed.nodes.items()})
-        for key, chains in self.pending.items():
+        for key, chains in written.items():
             self.recent[key] = [*reversed(chains), *self.recent.get(key, [])][:_RECENT_LISTS]
-        self.pending = {}
 
 
 def _digest(text: str) -> str:

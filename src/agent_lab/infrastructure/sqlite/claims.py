@@ -99,12 +99,13 @@ class ClaimsRole(StoreCore):
                 "DELETE FROM session_claims WHERE session_id = ? AND token = ?",
                 (session_id, token),
             )
-        if self._tokens.get(session_id) == token:
-            del self._tokens[session_id]
+        self._after_commit(lambda: self._forget_token(session_id, token))
 
     def _try_claim(
         self, session_id: str, owner: str, lease_seconds: float
     ) -> tuple[str | None, str]:
+        pid = os.getpid()
+        started = own_process_started(pid)
         with self._write() as conn:
             require_session(conn, session_id)
             claim = select_claim(conn, session_id)
@@ -112,17 +113,19 @@ class ClaimsRole(StoreCore):
             if claim is not None and not claim_is_stale(claim, now):
                 return None, claim.describe(now)
             token = new_id()
-            pid = os.getpid()
             conn.execute(
                 "INSERT OR REPLACE INTO session_claims (session_id, token, owner, pid,"
                 " pid_started, hostname, claimed_at, expires_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_id, token, owner, pid, process_started(pid), HOSTNAME, now)
-                + (now + lease_seconds,),
+                (session_id, token, owner, pid, started, HOSTNAME, now) + (now + lease_seconds,),
             )
             abandon(conn, pending_batch_ids(conn, session_id), "cancelled", now_iso())
-        self._tokens[session_id] = token
+        self._after_commit(lambda: self._tokens.__setitem__(session_id, token))
         return token, ""
+
+    def _forget_token(self, session_id: str, token: str) -> None:
+        if self._tokens.get(session_id) == token:
+            del self._tokens[session_id]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -173,6 +176,18 @@ def process_started(pid: int) -> str | None:
     """The process start time from ``/proc`` (Linux), to tell a reused pid apart."""
     fields = _stat_fields(pid)
     return fields[19] if fields is not None and len(fields) > 19 else None
+
+
+_OWN_START: dict[int, str | None] = {}
+"""This process's start time by pid (a forked child has a pid of its own)."""
+
+
+def own_process_started(pid: int) -> str | None:
+    """``process_started`` of this process, read from ``/proc`` once per pid."""
+    if pid not in _OWN_START:
+        _OWN_START.clear()
+        _OWN_START[pid] = process_started(pid)
+    return _OWN_START[pid]
 
 
 def process_alive(pid: int, started: str | None) -> bool:

@@ -5,6 +5,12 @@
 method's statements, the claim fence (``fence``), a check that the file at the store's
 path is still the file it opened, then ``COMMIT``. Any failure rolls everything back.
 
+``atomic_writes()`` groups the writes one thread makes inside it into one transaction
+(one ``BEGIN IMMEDIATE``, one identity check, one ``COMMIT``), all or nothing: any
+failed write inside rolls the whole group back. What a write remembers in memory once
+it is durable (known audit blobs, claim tokens) is kept only when the group commits
+(``_after_commit``).
+
 Three rules keep failures honest:
 
 * **One wait for a held lock.** After a write gave up on a held lock, the next write
@@ -26,19 +32,26 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final, Literal, get_args
 
-from agent_lab.domain.errors import PersistenceFailed, StoreFormatError, UsageError
+from agent_lab.domain.errors import (
+    PersistenceFailed,
+    SessionNotFound,
+    StoreFormatError,
+    UsageError,
+)
 from agent_lab.infrastructure.sqlite.blobs import BlobCache
 from agent_lab.infrastructure.sqlite.errors import (
     classify_os_error,
     classify_sqlite_error,
     map_open_errors,
     map_sqlite_errors,
+    taken_over,
 )
+from agent_lab.infrastructure.sqlite.group import Group
 from agent_lab.infrastructure.sqlite.rows import require_session
 from agent_lab.infrastructure.sqlite.schema import (
     SCHEMA_VERSION,
@@ -89,6 +102,8 @@ class StoreCore:
         self._known_blobs: dict[str, BlobCache] = {}
         """Audit values known to be stored, by session (see ``blobs``)."""
         self._lock_failed_at: float | None = None
+        self._group: Group | None = None
+        """The ``atomic_writes()`` block in progress, if any."""
         self._conn: sqlite3.Connection | None = open_connection(self._path, options)
         self._identity = None if self._memory else _identity(self._path)
 
@@ -122,24 +137,94 @@ class StoreCore:
         ).fetchone()
         if row is not None and row[0] == token:
             return
-        holder = "nobody" if row is None else f"{row[1]} (pid {row[2]} on {row[3]})"
-        raise PersistenceFailed(
-            "taken_over",
-            f"session {session_id!r} is now held by {holder}; nothing was written",
-        )
+        raise taken_over(session_id, None if row is None else row[1:])
 
     def writable(self, conn: sqlite3.Connection, session_id: str) -> None:
-        """Check, inside a write, that the session exists and this store may write it.
+        """Check, inside a write, that the session exists and this store may write it
+        (one lookup for both when the store holds a claim on it).
 
         Raises:
             SessionNotFound: no session has that id.
             PersistenceFailed: ``taken_over`` (see ``fence``).
         """
-        require_session(conn, session_id)
-        self.fence(conn, session_id)
+        group = self._group if self._grouped() else None
+        if group is not None and session_id in group.writable:
+            return  # checked earlier in this transaction, which holds the write lock
+        token = self._tokens.get(session_id)
+        if token is None:
+            require_session(conn, session_id)
+        else:
+            self._check_claim(conn, session_id, token)
+        if group is not None:
+            group.writable.add(session_id)
+
+    def _check_claim(self, conn: sqlite3.Connection, session_id: str, token: str) -> None:
+        row = conn.execute(
+            "SELECT c.token, c.owner, c.pid, c.hostname FROM sessions AS s"
+            " LEFT JOIN session_claims AS c ON c.session_id = s.id WHERE s.id = ?",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        if row[0] != token:
+            raise taken_over(session_id, None if row[0] is None else row[1:])
+
+    @contextmanager
+    def atomic_writes(self) -> Iterator[None]:
+        """Commit every write this thread makes inside the block in one transaction.
+
+        All or nothing: an exception leaving the block rolls every write back, and so
+        does a write that failed inside it even when the caller caught its error (the
+        block then ends with a ``UsageError``), so no write is ever half kept. Reads
+        inside see the writes made so far. Other threads wait for the block to end.
+        Blocks do not nest.
+
+        Raises:
+            PersistenceFailed: the transaction could not start or commit.
+            UsageError: a write inside the block failed and its error was caught.
+        """
+        if self._grouped():
+            raise UsageError("atomic_writes() blocks do not nest")
+        with self._lock, self._mapped():
+            conn = self._connection()
+            self._begin_immediate(conn)
+            group = self._group = Group(threading.get_ident())
+            try:
+                yield
+                if group.failed:
+                    raise UsageError(
+                        "a write inside this atomic_writes() block failed; "
+                        "the whole block was rolled back"
+                    )
+                self._check_identity()
+                conn.execute("COMMIT")
+            except BaseException:
+                rollback_quietly(conn)
+                raise
+            finally:
+                self._group = None
+        for action in group.after_commit:
+            action()
+
+    def _grouped(self) -> bool:
+        group = self._group
+        return group is not None and group.thread == threading.get_ident()
+
+    def _after_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once the write in progress is durable: now, or when the
+        ``atomic_writes()`` block around it commits (never, if it rolls back)."""
+        if self._grouped():
+            assert self._group is not None
+            self._group.after_commit.append(action)
+        else:
+            action()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        if self._grouped():
+            with self._in_group() as conn:
+                yield conn
+            return
         with self._lock, self._mapped():
             conn = self._connection()
             self._begin_immediate(conn)
@@ -152,7 +237,22 @@ class StoreCore:
                 raise
 
     @contextmanager
+    def _in_group(self) -> Iterator[sqlite3.Connection]:
+        """One write inside an ``atomic_writes()`` block: a failure dooms the block."""
+        assert self._group is not None
+        try:
+            with self._mapped():
+                yield self._connection()
+        except BaseException:
+            self._group.failed = True
+            raise
+
+    @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
+        if self._grouped():
+            with self._mapped():
+                yield self._connection()
+            return
         with self._lock, self._mapped():
             conn = self._connection()
             conn.execute("BEGIN")

@@ -12,9 +12,10 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from agent_lab.domain.errors import PersistenceFailed, PersistenceFailure, StoreFormatError
 
@@ -145,3 +146,11 @@ def map_open_errors(path: Path) -> Iterator[None]:
                 "read_only", f"{path} is on a read-only file system ({exc})"
             ) from exc
         raise PersistenceFailed(reason, _detail(reason, exc)) from exc
+
+
+def taken_over(session_id: str, holder: Sequence[Any] | None) -> PersistenceFailed:
+    """The fence's refusal; ``holder`` is the claim's owner, pid and host, if any."""
+    who = "nobody" if holder is None else f"{holder[0]} (pid {holder[1]} on {holder[2]})"
+    return PersistenceFailed(
+        "taken_over", f"session {session_id!r} is now held by {who}; nothing was written"
+    )

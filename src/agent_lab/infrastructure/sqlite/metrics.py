@@ -42,6 +42,7 @@ class MetricsRole(StoreCore):
             (session_id, turn, event, pack(details, f"audit {event!r} details", packed, cache), now)
             for turn, event, details in records
         ]
+        written, cache.pending = cache.pending, {}
         with self._write() as conn:
             self.writable(conn, session_id)
             store(conn, session_id, packed)
@@ -51,7 +52,7 @@ class MetricsRole(StoreCore):
                 rows,
             )
             last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
-        cache.commit(packed)
+        self._after_commit(lambda: cache.commit(packed, written))
         return int(last)
 
     def list_audit_logs(

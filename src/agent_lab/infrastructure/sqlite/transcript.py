@@ -78,6 +78,9 @@ class TranscriptRole(StoreCore):
             deleted = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
             if deleted.rowcount == 0:
                 raise SessionNotFound(session_id)
+        self._after_commit(lambda: self._forget_session(session_id))
+
+    def _forget_session(self, session_id: str) -> None:
         self._tokens.pop(session_id, None)
         self._known_blobs.pop(session_id, None)
 
@@ -119,8 +122,9 @@ class TranscriptRole(StoreCore):
                 (session_id, turn_index, user_message, now),
             )
             if rows:
-                insert_messages(conn, session_id, turn_index, rows)
-            touch(conn, session_id, now)
+                insert_messages(conn, session_id, turn_index, rows)  # touches the session
+            else:
+                touch(conn, session_id, now)
 
     def complete_turn(
         self,
