@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from agent_lab.application._recovery import recovery_from_batches
 from agent_lab.application.pricing import PriceTable
-from agent_lab.application.record.fold import TurnRecordBuilder, belongs_to_turn
-from agent_lab.application.record.model import RequestRef, TurnRecord
+from agent_lab.application.record.fold import TurnRecordBuilder, belongs_to_turn, restored_calls
+from agent_lab.application.record.model import RecoveredCallRecord, RequestRef, TurnRecord
 
 _CLOSED_STATES = frozenset({"completed", "terminated", "failed", "cancelled"})
 INTERRUPTED_MESSAGE = "the runtime running this turn stopped before the turn ended"
@@ -40,17 +41,22 @@ def session_records(
         prices: Prices the calls; without one every cost is unknown.
     """
     builders: dict[int, TurnRecordBuilder] = {}
+    restored: dict[int, list[Mapping[str, Any]]] = {}
 
     def builder(turn_index: int) -> TurnRecordBuilder:
         if turn_index not in builders:
             builders[turn_index] = TurnRecordBuilder(
                 turn_index, session_id=session_id, prices=prices
             )
+            builders[turn_index].recovered(restored.pop(turn_index, []))
         return builders[turn_index]
 
     for row in audits:
         turn_index, event, details = row.get("turn_index"), row["event"], row["details"]
-        if turn_index is not None and belongs_to_turn(event, details):
+        found = restored_calls(event, details)
+        if found is not None:
+            restored.setdefault(found[0], []).extend(found[1])
+        elif turn_index is not None and belongs_to_turn(event, details):
             builder(int(turn_index)).add(event, details)
     for turn in turns:
         status, found = turn.get("status"), builder(int(turn["turn_index"]))
@@ -62,6 +68,16 @@ def session_records(
         if index < last and not found.closed:  # a later turn ran: this one never will end
             found.close("failed", "interrupted", INTERRUPTED_MESSAGE)
     return [builders[index].build() for index in sorted(builders)]
+
+
+def unreported_calls(batches: Iterable[Mapping[str, Any]]) -> list[RecoveredCallRecord]:
+    """The calls of interrupted batches that no turn has reported to the model yet
+    (``list_unreported_batches`` rows): what the next turn will report, as the store's
+    effect ledger knows it now (``seq`` ``None``)."""
+    recovery = recovery_from_batches(dict(batch) for batch in batches)
+    builder = TurnRecordBuilder(0)
+    builder.recovered(recovery.audit_entries())
+    return builder.build().recovered_calls
 
 
 def turn_audits(audits: Iterable[Mapping[str, Any]], turn_index: int) -> list[Mapping[str, Any]]:
@@ -97,6 +113,7 @@ class LiveRecords:
         self._session_id: str | None = None
         self._current: int | None = None
         self._builders: dict[int, TurnRecordBuilder] = {}
+        self._restored: dict[int, list[Mapping[str, Any]]] = {}
 
     def feed(self, message: Mapping[str, Any]) -> int | None:
         """Take one output message; returns the turn index its audit went to, if any."""
@@ -106,6 +123,9 @@ class LiveRecords:
         if event == "session_started":
             self._session_id = details.get("session_id")
             self._current = details.get("first_turn_index")
+            found = restored_calls(event, details)
+            if found is not None:
+                self._restored.setdefault(found[0], []).extend(found[1])
         elif event == "turn_started":
             self._current = details["turn_index"]
         if self._current is None or not belongs_to_turn(event, details):
@@ -114,6 +134,7 @@ class LiveRecords:
             self._builders[self._current] = TurnRecordBuilder(
                 self._current, session_id=self._session_id, prices=self._prices
             )
+            self._builders[self._current].recovered(self._restored.pop(self._current, []))
         self._builders[self._current].add(event, details)
         return self._current
 

@@ -23,7 +23,9 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 
 from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.pricing import PriceTable
 from agent_lab.application.protocol import OutputMessage
+from agent_lab.application.record import LiveRecords
 from agent_lab.application.runtime import DebugRuntime, RuntimeSession
 from agent_lab.domain.errors import SessionNotFound
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
@@ -33,6 +35,7 @@ from agent_lab.interfaces.web.frames import (
     Frame,
     Outbox,
     Replay,
+    TurnRecordFrame,
     UserMessageFrame,
     dumps,
 )
@@ -49,6 +52,25 @@ __all__ = [
     "SessionLive",
     "dumps",
 ]
+
+
+RECORD_AUDITS = frozenset(
+    {
+        "turn_started",
+        "chat_event_detected",
+        "chat_agent_response",
+        "event_batch_started",
+        "event_agent_response",
+        "event_batch_results",
+        "event_policy_decision",
+        "chat_round_finished",
+        "turn_completed",
+        "session_finished",
+    }
+)
+"""Audits after which the hub sends the turn's record (``turn_started`` only when it
+reports recovered calls): the arguments the event agent resolved, tool statuses and
+results, failures, the turn's end."""
 
 
 class SessionLive(Exception):
@@ -72,8 +94,10 @@ class LiveSession:
         first_turn: int,
         options: WebOptions,
         owned_client: OpenAICompatibleChatClient | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         self.session_id = session_id
+        self._records = LiveRecords(prices=prices)
         self.runtime = runtime
         self.stream_id = stream_id
         self._options = options
@@ -237,6 +261,8 @@ class LiveSession:
             self._emit({"type": "user_message", "turn_index": turn_index, "content": content})
             self._turn = turn_index if isinstance(turn_index, int) else self._boundary_turn
         frame = self._emit(message)
+        if message["type"] == "audit":
+            self._publish_record(message["event"], self._records.feed(message))
         kind = message["type"]
         if kind in ("turn_completed", "error") and self._turn is not None:
             self._boundary_turn = self._turn + 1
@@ -246,7 +272,22 @@ class LiveSession:
         elif kind == "done":
             self._ending = True
 
-    def _emit(self, message: OutputMessage | UserMessageFrame) -> Frame:
+    def _publish_record(self, event: str, turn_index: int | None) -> None:
+        """After an audit that changes what a turn's views show, its record so far."""
+        if turn_index is None or event not in RECORD_AUDITS:
+            return
+        record = self._records.record(turn_index)
+        if event == "turn_started" and not record.recovered_calls:
+            return
+        self._emit(
+            {
+                "type": "turn_record",
+                "turn_index": turn_index,
+                "record": record.model_dump(mode="json"),
+            }
+        )
+
+    def _emit(self, message: OutputMessage | UserMessageFrame | TurnRecordFrame) -> Frame:
         frame = Frame(self._next_offset, dumps({"offset": self._next_offset, "message": message}))
         self._next_offset += 1
         self._buffer.append(frame)
@@ -332,6 +373,7 @@ class SessionHub:
             first_turn=first_turn,
             options=self.options,
             owned_client=client,
+            prices=self.lab.prices,
         )
 
     def _client_for(

@@ -1,0 +1,116 @@
+"""Helpers of the browser tests of cut-off batches: two side-effecting tools, a lab on a
+scripted model, and a child process that dies in the middle of a batch.
+
+Run as ``python -m tests.web.effect_lab DB BASE_URL MODE SESSION_ID``: the child starts
+one persisted turn whose first tool kills the process (SIGKILL) as soon as it runs, so
+its call is dispatched in the effect ledger with no outcome and the second call (one
+call at a time) was never dispatched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
+from agent_lab.application.tools import ToolDefinition, ToolRegistry
+from agent_lab.interfaces.settings import LabSettings
+from agent_lab.testing.sse_server import ScriptedResponse
+from tests.record.record_support import tool_calls, with_events
+
+TOOLS = ["door.lock", "lights.on"]
+PROMPT = "Lock the front door and turn on the hall lights"
+SCHEMA = {"type": "object", "properties": {"where": {"type": "string"}}}
+
+
+def effect_registry(effect: Callable[[], Any]) -> ToolRegistry:
+    """``door.lock`` and ``lights.on``; each runs ``effect`` (its handler)."""
+
+    def resolve(event: Any, context: Any) -> dict[str, Any]:
+        return {"where": "front" if event.name == "door.lock" else "hall"}
+
+    async def handler(event: Any) -> dict[str, Any]:
+        await effect()
+        return {"tool": event.name, "done": True}
+
+    return ToolRegistry(
+        [
+            ToolDefinition(
+                name=name,
+                description=f"{name} (a side effect).",
+                parameters=SCHEMA,
+                handler=handler,
+                argument_resolver=resolve,
+                timeout_seconds=None,
+            )
+            for name in TOOLS
+        ]
+    )
+
+
+def blocking_registry(started: threading.Event) -> ToolRegistry:
+    """Tools that signal ``started`` and then never finish (until cancelled)."""
+
+    async def effect() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    return effect_registry(effect)
+
+
+def batch_answer(mode: str) -> ScriptedResponse:
+    """The model's first round: both tools, in the mode's way of calling them."""
+    if mode == "dual_agent":
+        return with_events("On it.", *TOOLS)
+    door = ("call_door", "door.lock", {"where": "front"})
+    return tool_calls(door, ("call_hall", "lights.on", {}))
+
+
+def effect_settings(home: Path, base_url: str, mode: str) -> LabSettings:
+    """A lab on the scripted model with the two tools, one call at a time."""
+    return LabSettings(
+        home=home,
+        base_url=base_url,
+        model="scripted",
+        mode=mode,
+        tools=list(TOOLS),
+        max_parallel_events=1,
+        max_retries=0,
+    )
+
+
+def _request(mode: str, session_id: str) -> DebugRunRequest:
+    return DebugRunRequest(
+        session_id=session_id,
+        user_message=PROMPT,
+        chat_agent=AgentParams(model="scripted"),
+        event_agent=EventAgentParams(enabled_tools=TOOLS, max_parallel_events=1),
+        tool_invocation_mode=mode,
+    )
+
+
+async def _die_mid_batch(db: Path, base_url: str, mode: str, session_id: str) -> None:
+    from agent_lab.application.runtime import DebugRuntime
+    from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+    from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+
+    async def effect() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    store = SQLiteSessionStore(db)
+    async with OpenAICompatibleChatClient(base_url, max_retries=0) as client:
+        runtime = DebugRuntime(client, registry=effect_registry(effect), session_store=store)
+        async for _ in runtime.run(_request(mode, session_id)):
+            pass
+    raise SystemExit("the batch was not cut off")
+
+
+if __name__ == "__main__":
+    database, url, chosen_mode, session = sys.argv[1:5]
+    asyncio.run(_die_mid_batch(Path(database), url, chosen_mode, session))
