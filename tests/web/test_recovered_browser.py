@@ -4,9 +4,6 @@ cancelled in the middle of its tools and for a process killed there."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +13,15 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from agent_lab.testing.sse_server import SSETranscriptServer
+from tests.record.effect_lab import (
+    PROMPT,
+    batch_answer,
+    blocking_registry,
+    crash_mid_batch,
+    effect_settings,
+)
 from tests.record.record_support import answer
-from tests.web.effect_lab import PROMPT, batch_answer, blocking_registry, effect_settings
-from tests.web.test_browser import REPO, VIEWPORT, browser, send
+from tests.web.test_browser import VIEWPORT, browser, send
 from tests.web.test_views_browser import reopened, shown
 from tests.web.web_support import ServedLab, served
 
@@ -97,18 +100,6 @@ def test_a_turn_cancelled_mid_batch_shows_its_calls_uncertain_live_and_reopened(
     assert errors == []
 
 
-def _crash_mid_batch(database: Path, base_url: str, mode: str) -> None:
-    child = subprocess.run(
-        [sys.executable, "-m", "tests.web.effect_lab", str(database), base_url, mode, "crashed"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert child.returncode == -signal.SIGKILL, child.stderr
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_a_process_killed_mid_batch_shows_its_calls_uncertain_live_and_reopened(
     browser: Browser, model: SSETranscriptServer, tmp_path: Path, mode: str
@@ -116,7 +107,7 @@ def test_a_process_killed_mid_batch_shows_its_calls_uncertain_live_and_reopened(
     model.add(batch_answer(mode), answer("The door may be locked; shall I check?"))
     settings = effect_settings(tmp_path / "home", model.base_url, mode)
     settings.lab_home().mkdir(parents=True, exist_ok=True)
-    _crash_mid_batch(settings.database(), model.base_url, mode)
+    crash_mid_batch(settings.database(), model.base_url, mode, "crashed")
     errors: list[str] = []
     with served(settings, registry=blocking_registry(threading.Event())) as lab:
         page = open_lab(browser, lab, errors)

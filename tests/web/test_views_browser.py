@@ -145,3 +145,61 @@ def test_explain_shows_three_columns_with_differences_and_reopened_dual_argument
     expect(calendar.locator(".call-body")).to_contain_text("an argument generation call")
     page.click(".tab[data-view=timeline]")
     expect(page.locator(".turn-summary .chip", has_text="cost")).to_contain_text("unknown")
+
+
+WATCH_ARGUMENTS = """() => {
+  window.__seen = {};
+  const note = (key, extra) => {
+    if (window.__seen[key]) return;
+    window.__seen[key] = { status: document.querySelector('#status').textContent, ...extra };
+  };
+  new MutationObserver(() => {
+    const call = [...document.querySelectorAll('#messages .call')].find(
+      (el) => el.querySelector('.call-name').textContent === 'calendar.schedule.create');
+    if (call && call.dataset.resolvedBy) {
+      note('conversation', { args: call.querySelector('.call-args').textContent,
+                             resolvedBy: call.dataset.resolvedBy });
+    }
+    const bar = document.querySelector('#timeline .wf-bar.wf-fallback');
+    if (bar) note('timeline', { label: bar.getAttribute('aria-label') });
+  }).observe(document.body, { subtree: true, childList: true, characterData: true,
+                              attributes: true });
+}"""
+SUBMIT = """(text) => {
+  document.querySelector('#composer-input').value = text;
+  document.querySelector('#composer').requestSubmit();
+}"""
+
+
+def test_dual_arguments_show_live_in_the_conversation_timeline_and_detail(page: Page) -> None:
+    page.click("#new-session")
+    page.check("input[name=mode][value=dual_agent]", force=True)
+    page.click(".tab[data-view=timeline]")  # the waterfall redraws as the turn runs
+    page.evaluate(WATCH_ARGUMENTS)
+    page.evaluate(SUBMIT, PROMPT)
+    expect(page.locator("#messages .stats")).to_have_count(2, timeout=30_000)
+    expect(page.locator("#status")).to_have_text("live", timeout=30_000)
+
+    seen: dict[str, Any] = page.evaluate("() => window.__seen")
+    # Shown while the turn still ran: from the live stream, not from a reload.
+    assert seen["conversation"]["status"] == "running"
+    assert '"start_at"' in seen["conversation"]["args"]
+    assert seen["conversation"]["resolvedBy"] == "argument_generation"
+    assert seen["timeline"]["status"] == "running"
+    assert "calendar.schedule.create" in seen["timeline"]["label"]
+    page.locator(".wf-row-tool", has_text="calendar.schedule.create").locator(".wf-bar").click()
+    detail = page.locator("#detail")
+    expect(detail).to_contain_text('"start_at"')
+    expect(detail).to_contain_text("an argument generation call")
+    page.locator(".wf-bar.wf-fallback").click()
+    expect(detail).to_contain_text('"start_at"')
+    page.click(".tab[data-view=lab]")
+    calendar = page.locator(".call", has_text="calendar.schedule.create")
+    live_args = calendar.locator(".call-args").text_content()
+    assert live_args and '"start_at"' in live_args
+
+    reopened(page)
+
+    calendar = page.locator(".call", has_text="calendar.schedule.create")
+    expect(calendar.locator(".call-args")).to_have_text(live_args)
+    expect(calendar).to_have_attribute("data-resolved-by", "argument_generation")

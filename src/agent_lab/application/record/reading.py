@@ -53,9 +53,9 @@ def session_records(
 
     for row in audits:
         turn_index, event, details = row.get("turn_index"), row["event"], row["details"]
-        found = restored_calls(event, details)
-        if found is not None:
-            restored.setdefault(found[0], []).extend(found[1])
+        reported = restored_calls(event, details)
+        if reported is not None:
+            restored.setdefault(reported[0], []).extend(reported[1])
         elif turn_index is not None and belongs_to_turn(event, details):
             builder(int(turn_index)).add(event, details)
     for turn in turns:
