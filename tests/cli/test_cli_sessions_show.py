@@ -123,3 +123,26 @@ def test_explain_shows_three_columns_and_names_the_differences(
     assert "batch round 1 committed" in out
     # the event agent's results note goes to the model but is not in the transcript
     assert "≠ sent to the model but not in the transcript (event_agent)" in out
+
+
+def test_show_marks_the_calls_of_a_cut_off_batch_uncertain(cli_process: Invoke, home: Path) -> None:
+    import asyncio
+
+    from tests.record.effect_lab import batch_answer, cancel_mid_batch
+    from tests.record.record_support import answer
+
+    with SSETranscriptServer() as server:
+        server.add(batch_answer("dual_agent"), answer("The door may be locked."))
+        _, session_id = asyncio.run(
+            cancel_mid_batch(server.base_url, home / "agent-lab.sqlite3", "dual_agent")
+        )
+
+    shown = cli_process("sessions", "show", session_id)
+
+    assert shown.exit_code == 0, shown.stderr
+    out = shown.stdout
+    assert "turn 1 · cancelled" in out
+    assert "⚡ door.lock" in out
+    assert "uncertain: outcome unknown — check before repeating" in out
+    assert "uncertain: not executed — the interruption came before it started" in out
+    assert "⚠ recovered door.lock" in out and "(turn 1 round 1)" in out

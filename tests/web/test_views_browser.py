@@ -4,11 +4,14 @@ runs is what it shows after a reload (rounds, texts, tool ids, statuses, reasons
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from agent_lab.interfaces.settings import LabSettings
+from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
 from tests.web.test_browser import VIEWPORT, browser, send, wait_turn_done
 from tests.web.web_support import ServedLab, lab_settings, served
 
@@ -26,7 +29,9 @@ SHOWN = """() => [...document.querySelectorAll('#messages .turn')].map((turn) =>
     text: round.querySelector('.msg.assistant').hidden ? '' :
       round.querySelector('.msg.assistant .msg-text').textContent,
     calls: [...round.querySelectorAll('.call')].map((call) =>
-      [call.dataset.id, call.dataset.status, call.querySelector('.call-name').textContent]),
+      [call.dataset.id, call.dataset.status, call.querySelector('.call-name').textContent,
+       call.querySelector('.call-args').textContent, call.dataset.resolvedBy || '',
+       call.dataset.reason || '']),
   })),
   errors: [...turn.querySelectorAll('.msg.error')].map((el) => el.textContent),
 }))"""
@@ -82,6 +87,7 @@ def test_a_completed_turn_reads_back_as_it_was_shown_live(page: Page, mode: str)
     if mode == "dual_agent":  # the template confirmation stays in its round, no phantom
         assert "Scheduled Lunch with Sam" in turn["rounds"][0]["text"]
     assert all(call[1] == "done" for entry in turn["rounds"] for call in entry["calls"])
+    assert all(call[3] for entry in turn["rounds"] for call in entry["calls"])  # arguments
 
 
 def test_a_cancelled_turn_leaves_no_tool_running_live_or_after_reload(page: Page) -> None:
@@ -203,3 +209,36 @@ def test_dual_arguments_show_live_in_the_conversation_timeline_and_detail(page: 
     calendar = page.locator(".call", has_text="calendar.schedule.create")
     expect(calendar.locator(".call-args")).to_have_text(live_args)
     expect(calendar).to_have_attribute("data-resolved-by", "argument_generation")
+
+
+@pytest.fixture
+def failing_lab(tmp_path: Path) -> Iterator[ServedLab]:
+    """A lab whose model endpoint answers the first request with HTTP 503."""
+    with SSETranscriptServer() as model:
+        model.add(ScriptedResponse.error(503, {"error": {"message": "overloaded"}}))
+        settings = LabSettings(
+            home=tmp_path / "home", base_url=model.base_url, model="scripted", max_retries=0
+        )
+        with served(settings) as srv:
+            yield srv
+
+
+def test_a_failed_turn_gives_the_same_reason_live_and_after_reload(
+    browser: Browser, failing_lab: ServedLab
+) -> None:
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.goto(failing_lab.base_url + "/")
+    expect(page.locator("#tool-list input")).not_to_have_count(0)
+    send(page, "Hello?")
+    expect(page.locator(".msg.error")).to_have_count(1, timeout=30_000)
+    expect(page.locator("#status")).to_have_text("live", timeout=30_000)
+    live = shown(page)
+
+    after = reopened(page)
+
+    assert after == live
+    [error] = live[0]["errors"]
+    assert error.startswith("turn failed: provider_error:http_503 — ")
+    assert "overloaded" in error
+    expect(page.locator(".msg.error")).to_have_attribute("data-reason", "provider_error:http_503")
+    page.context.close()

@@ -143,7 +143,7 @@ def _recovered_line(call: Row) -> str:
 
 
 def _outcome(call: Row) -> str:
-    return f"{call['status']} — {call['note']}" if call.get("note") else str(call["status"])
+    return str(call.get("note") or call["status"])
 
 
 def _print_tool(
@@ -165,7 +165,11 @@ def _print_tool(
             (status, _STATUS_STYLES.get(status, "")),
         )
     )
-    console.print(Text(f"    arguments: {_arguments(tool, event)}"))
+    arguments = _arguments(tool, event)
+    dispatched = (uncertain or {}).get("arguments")
+    if arguments.startswith("not recorded") and dispatched:
+        arguments = f"{short(json.dumps(dispatched, ensure_ascii=False))} (in the effect ledger)"
+    console.print(Text(f"    arguments: {arguments}"))
     result = (tool or {}).get("result")
     if result is not None:
         console.print(Text(f"    result: {short(_text(result))}", style="magenta"))

@@ -118,6 +118,11 @@ export class Conversation {
       call.status.textContent = `uncertain: ${UNCERTAIN[entry.status]}`;
       call.status.title = entry.note || UNCERTAIN[entry.status];
       if (call.el.dataset.result !== "shown") call.result.textContent = entry.note || UNCERTAIN[entry.status];
+      const args = entry.arguments || {};
+      if (!call.argsLine.textContent && Object.keys(args).length) {
+        call.argsLine.textContent = JSON.stringify(args);
+        call.argsPre.textContent = `${pretty(args)} (as the effect ledger recorded them)`;
+      }
     }
   }
 
