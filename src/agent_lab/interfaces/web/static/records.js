@@ -46,6 +46,8 @@ export function shownStatus(tool) {
 
 export function failureText(record) {
   const failure = record.failure;
-  if (!failure) return `turn ${record.status}`;
-  return `turn ${record.status}: ${failure.reason}${failure.message ? ` — ${failure.message}` : ""}`;
+  const head = `turn ${record.status}`;
+  if (!failure) return head;
+  const reason = failure.reason === record.status ? head : `${head}: ${failure.reason}`;
+  return failure.message && failure.message !== head ? `${reason} — ${failure.message}` : reason;
 }
