@@ -142,5 +142,11 @@ class LiveRecords:
         """The record of one turn so far."""
         return self._builders[turn_index].build()
 
+    def forget_before(self, turn_index: int) -> None:
+        """Drop the builders of the turns before this one (a long-lived session keeps
+        only the turns whose records can still change)."""
+        for index in [index for index in self._builders if index < turn_index]:
+            del self._builders[index]
+
     def records(self) -> list[TurnRecord]:
         return [self._builders[index].build() for index in sorted(self._builders)]

@@ -1,7 +1,9 @@
 """Live sessions of the web lab: runtimes owned by the server, not by any socket.
 
 A ``LiveSession`` runs one ``DebugRuntime.session()`` handle and a pump task that
-iterates its output, stamps every message with a per-session ``offset``, keeps the
+iterates its output (adding each turn's record as it grows, folded by
+``LiveRecords``: ``turn_record`` frames), stamps every message with a per-session
+``offset``, keeps the
 last frames in a bounded replay buffer and fans each frame out to the subscribed
 connections (``frames.py``). Fan-out never
 waits: every connection has a bounded ``Outbox``; when one is full, that connection
@@ -276,6 +278,8 @@ class LiveSession:
         """After an audit that changes what a turn's views show, its record so far."""
         if turn_index is None or event not in RECORD_AUDITS:
             return
+        if event == "turn_started":
+            self._records.forget_before(turn_index)  # earlier turns are closed
         record = self._records.record(turn_index)
         if event == "turn_started" and not record.recovered_calls:
             return
