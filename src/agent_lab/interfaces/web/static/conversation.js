@@ -115,6 +115,7 @@ export class Conversation {
       this.uncertain.set(entry.event_id, entry);
       call.el.dataset.status = "uncertain";
       call.el.dataset.recovered = entry.status;
+      call.el.dataset.reason = `recovered:${entry.status}`;
       call.status.textContent = `uncertain: ${UNCERTAIN[entry.status]}`;
       call.status.title = entry.note || UNCERTAIN[entry.status];
       if (call.el.dataset.result !== "shown") call.result.textContent = entry.note || UNCERTAIN[entry.status];
