@@ -99,3 +99,17 @@ async def test_a_cancelled_batch_is_unreported_in_the_store_until_the_next_turn(
 
 async def _never_called() -> None:
     raise AssertionError("a tool ran after the restore")
+
+
+@pytest.mark.asyncio
+async def test_live_records_can_forget_the_turns_before_one(
+    sse_server: SSETranscriptServer, tmp_path: Path
+) -> None:
+    sse_server.add(batch_answer("dual_agent"), answer("The door may be locked."))
+    live, _ = await cancel_mid_batch(sse_server.base_url, tmp_path / "s.sqlite3", "dual_agent")
+    second = live.record(2)
+
+    live.forget_before(2)
+
+    assert [r.turn_index for r in live.records()] == [2]
+    assert live.record(2) == second

@@ -54,6 +54,12 @@ def restored_calls(event: str, details: Details) -> tuple[int, list[Details]] | 
     return first, list(calls)
 
 
+def recovered_call(call: Details, seq: int | None = None) -> RecoveredCallRecord:
+    """One ``recovered_calls`` entry of an audit, with its readable note."""
+    note = _RECOVERED_NOTES.get(str(call.get("status")))
+    return RecoveredCallRecord.model_validate({**call, "seq": seq, "note": note})
+
+
 class TurnRecordBuilder:
     """Folds one turn's audits into its ``TurnRecord``."""
 
@@ -103,13 +109,7 @@ class TurnRecordBuilder:
         """Calls of interrupted batches this turn reported to the model: the
         ``recovered_calls`` of its ``turn_started`` audit (``seq``) or of the
         ``session_started`` audit of the restore before it (no ``seq``)."""
-        for call in calls:
-            status = str(call.get("status"))
-            self._record.recovered_calls.append(
-                RecoveredCallRecord.model_validate(
-                    {**call, "seq": seq, "note": _RECOVERED_NOTES.get(status)}
-                )
-            )
+        self._record.recovered_calls += [recovered_call(call, seq) for call in calls]
 
     def know_user_message(self, text: str | None) -> None:
         """The turn's user message from its stored row, when no request audit had it."""

@@ -13,7 +13,12 @@ from typing import Any
 
 from agent_lab.application._recovery import recovery_from_batches
 from agent_lab.application.pricing import PriceTable
-from agent_lab.application.record.fold import TurnRecordBuilder, belongs_to_turn, restored_calls
+from agent_lab.application.record.fold import (
+    TurnRecordBuilder,
+    belongs_to_turn,
+    recovered_call,
+    restored_calls,
+)
 from agent_lab.application.record.model import RecoveredCallRecord, RequestRef, TurnRecord
 
 _CLOSED_STATES = frozenset({"completed", "terminated", "failed", "cancelled"})
@@ -75,9 +80,7 @@ def unreported_calls(batches: Iterable[Mapping[str, Any]]) -> list[RecoveredCall
     (``list_unreported_batches`` rows): what the next turn will report, as the store's
     effect ledger knows it now (``seq`` ``None``)."""
     recovery = recovery_from_batches(dict(batch) for batch in batches)
-    builder = TurnRecordBuilder(0)
-    builder.recovered(recovery.audit_entries())
-    return builder.build().recovered_calls
+    return [recovered_call(entry) for entry in recovery.audit_entries()]
 
 
 def turn_audits(audits: Iterable[Mapping[str, Any]], turn_index: int) -> list[Mapping[str, Any]]:
