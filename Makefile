@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser demo test test-local contract lint typecheck bench clean
+.PHONY: setup browser demo test test-local test-otel phoenix contract lint typecheck bench clean
 
 # Each step prints one line; pip shows what it fetches (the first run takes a few minutes).
 PIP := $(BIN)/python -m pip install --progress-bar on
@@ -53,6 +53,24 @@ $(LOCAL_STAMP): $(STAMP)
 test-local: $(LOCAL_STAMP)
 	$(BIN)/python -m pytest -m local_llm
 
+## The OpenTelemetry export against a real Arize Phoenix server. Phoenix gets its own
+## environment (.venv-phoenix, about 850 MB): it needs openai 3, Agent Lab openai < 3.
+PHOENIX_VENV ?= .venv-phoenix
+PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
+$(PHOENIX_STAMP): tests/telemetry/phoenix-requirements.txt
+	@echo "==> installing Arize Phoenix for the OpenTelemetry tests in $(PHOENIX_VENV)"
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	@$(PHOENIX_VENV)/bin/python -m pip install --progress-bar on --quiet \
+		-r tests/telemetry/phoenix-requirements.txt
+	@touch $(PHOENIX_STAMP)
+
+## Only the Phoenix environment (CI builds it in the background while the suite runs).
+phoenix: $(PHOENIX_STAMP)
+
+test-otel: setup $(PHOENIX_STAMP)
+	@echo "==> exporting turns to a real Arize Phoenix server and reading them back"
+	AGENT_LAB_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/python -m pytest -m phoenix tests/telemetry
+
 ## The product owner's contract suite (needs ../shared).
 contract: setup
 	PYTHON=$(BIN)/python ../shared/contract/run
@@ -65,4 +83,4 @@ typecheck: setup
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(PHOENIX_VENV) build *.egg-info

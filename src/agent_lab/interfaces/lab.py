@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_lab.application.contracts import (
     AgentParams,
@@ -32,7 +32,11 @@ from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.infrastructure.prices import GenaiPriceTable, price_table
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.interfaces.lab_telemetry import start_telemetry
 from agent_lab.interfaces.settings import LabSettings
+
+if TYPE_CHECKING:
+    from agent_lab.infrastructure.telemetry.live import LiveTelemetry
 
 SIMULATED_NOTICE = "simulated model — set OPENAI_BASE_URL or --base-url for a real one"
 
@@ -58,6 +62,7 @@ class Lab:
         self.chat_client: ChatClient | None = None
         self.store: SQLiteSessionStore | None = None
         self.prices: PriceTable = lab_prices(settings)
+        self.telemetry: LiveTelemetry | None = None
 
     @property
     def registry(self) -> ToolRegistry:
@@ -90,6 +95,8 @@ class Lab:
             await asyncio.to_thread(GenaiPriceTable().load)  # warms the shared data
             self._stack.callback(self.store.close)
             self._check_tools()
+            if self.settings.otel:  # closed before the store: it still reads from it
+                self.telemetry = await start_telemetry(self._stack, self.store)
         except BaseException:
             await self._stack.aclose()
             raise
@@ -132,6 +139,8 @@ class Lab:
         """A fresh runtime (one per session) on the lab's client, tools and store."""
         if self.chat_client is None:
             raise ConfigError("the lab is not open; use `async with Lab(...)`")
+        if self.telemetry is not None:
+            options.setdefault("queues", self.telemetry.queues())
         return DebugRuntime(
             self.chat_client, registry=self.registry, session_store=self.store, **options
         )

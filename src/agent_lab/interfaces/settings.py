@@ -45,6 +45,7 @@ ENVIRONMENT = {
     "AGENT_LAB_EVENT_MODEL": "event_model",
     "AGENT_LAB_HOME": "home",
     "AGENT_LAB_DB": "db_path",
+    "AGENT_LAB_OTEL": "otel",
 }
 
 
@@ -81,6 +82,8 @@ class LabSettings(BaseModel):
     """Run the bundled small model through llama.cpp (the ``local`` extra)."""
     prices: dict[str, Price] = Field(default_factory=dict)
     """Price overrides by model name (``[prices."model"]`` in the config file)."""
+    otel: bool = False
+    """Export every turn as OpenTelemetry GenAI traces (the ``otel`` extra)."""
 
     @property
     def simulated(self) -> bool:

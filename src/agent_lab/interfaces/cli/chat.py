@@ -43,6 +43,7 @@ from agent_lab.interfaces.cli.options import (
     MaxLoopsOption,
     ModelOption,
     ModeOption,
+    OtelOption,
     SystemOption,
     ToolOption,
 )
@@ -91,6 +92,7 @@ def chat(
     home: HomeOption = None,
     audit: AuditLinesOption = False,
     local: LocalOption = False,
+    otel: OtelOption = False,
 ) -> None:
     """Run an interactive multi-turn session (see ``CHAT_HELP``)."""
     options = LabOptions(
@@ -106,6 +108,7 @@ def chat(
         db=db,
         home=home,
         local=local,
+        otel=otel,
     )
     run_async(lambda: _chat(options, session, audit=audit))
 

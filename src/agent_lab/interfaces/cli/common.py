@@ -226,6 +226,7 @@ class LabOptions:
     db: Path | None = None
     home: Path | None = None
     local: bool = False
+    otel: bool = False
     fast: bool = False
     offline: bool = False
     """Ignore any configured endpoint: the simulated model (or ``--local``) only."""
@@ -244,6 +245,7 @@ class LabOptions:
             "db_path": self.db,
             "home": self.home,
             "local": True if self.local else None,
+            "otel": True if self.otel else None,
         }
         if self.fast or fast_from_env():
             flags.update(simulated_ttft_ms=0.0, simulated_tokens_per_second=0.0)

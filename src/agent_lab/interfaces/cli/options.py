@@ -97,6 +97,10 @@ LocalOption = Annotated[
     bool,
     typer.Option("--local", help="Run the bundled small model (needs the 'local' extra)."),
 ]
+OtelOption = Annotated[
+    bool,
+    typer.Option("--otel", help="Export each turn as OpenTelemetry traces (the 'otel' extra)."),
+]
 FastOption = Annotated[
     bool,
     typer.Option("--fast", help="Simulated model without latency (also env AGENT_LAB_SIM_FAST=1)."),

@@ -40,6 +40,7 @@ from agent_lab.interfaces.cli.options import (
     MaxLoopsOption,
     ModelOption,
     ModeOption,
+    OtelOption,
     SystemOption,
     ToolOption,
 )
@@ -112,6 +113,7 @@ def run(
     as_json: JsonOption = False,
     audit: AuditOption = False,
     local: LocalOption = False,
+    otel: OtelOption = False,
 ) -> None:
     """Run one user turn with live streaming output (see ``RUN_HELP``)."""
     options = LabOptions(
@@ -127,6 +129,7 @@ def run(
         db=db,
         home=home,
         local=local,
+        otel=otel,
     )
     text = read_message(message, file)
     run_async(lambda: _run(options, text, session, as_json=as_json, audit=audit))

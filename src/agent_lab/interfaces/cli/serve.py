@@ -30,6 +30,7 @@ from agent_lab.interfaces.cli.options import (
     HomeOption,
     LocalOption,
     ModelOption,
+    OtelOption,
 )
 from agent_lab.interfaces.settings import SIMULATED_MODEL
 
@@ -143,6 +144,7 @@ def serve(
     db: DbOption = None,
     home: HomeOption = None,
     local: LocalOption = False,
+    otel: OtelOption = False,
 ) -> None:
     """Serve the web lab (see ``SERVE_HELP``)."""
     options = LabOptions(
@@ -153,6 +155,7 @@ def serve(
         db=db,
         home=home,
         local=local,
+        otel=otel,
     )
     with guard():
         create_app = _web_app_factory()

@@ -40,6 +40,7 @@ from agent_lab.interfaces.cli.session_queries import (
     parse_age,
 )
 from agent_lab.interfaces.cli.session_show import print_explained, print_turns
+from agent_lab.interfaces.cli.sessions_otlp import export_otlp
 from agent_lab.interfaces.explain_view import explain_turns
 from agent_lab.interfaces.lab import lab_prices
 from agent_lab.interfaces.turn_views import export_json, export_jsonl, session_export
@@ -169,7 +170,12 @@ def show_session(
 def export_session(
     session_id: SessionId,
     export_format: Annotated[
-        str, typer.Option("--format", help="json (one document) or jsonl (one record a line).")
+        str,
+        typer.Option(
+            "--format",
+            help="json (one document), jsonl (one record a line), or otlp (send the traces"
+            " to OTEL_EXPORTER_OTLP_ENDPOINT; needs the 'otel' extra).",
+        ),
     ] = "json",
     out: Annotated[
         Path | None,
@@ -180,9 +186,11 @@ def export_session(
     home: HomeOption = None,
 ) -> None:
     """Export everything recorded for a session."""
+    if export_format == "otlp" and out is None:
+        return export_otlp(session_id, db, home)
     if export_format not in ("json", "jsonl"):
         with guard():
-            fail(f"unknown format {export_format!r} (use json or jsonl)")
+            fail(f"unknown format {export_format!r} (use json, jsonl or otlp without --out)")
     with guard():
         prices = lab_prices(LabOptions(config=config, db=db, home=home).settings())
     with open_store(db, home) as store:

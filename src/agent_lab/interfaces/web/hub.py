@@ -368,7 +368,11 @@ class SessionHub:
         if client is None:
             runtime = self.lab.runtime()
         else:
-            runtime = DebugRuntime(client, registry=self.lab.registry, session_store=self.lab.store)
+            telemetry = self.lab.telemetry  # a session's own endpoint is exported too
+            queues = telemetry.queues() if telemetry is not None else None
+            runtime = DebugRuntime(
+                client, registry=self.lab.registry, session_store=self.lab.store, queues=queues
+            )
         return LiveSession(
             session_id,
             runtime,

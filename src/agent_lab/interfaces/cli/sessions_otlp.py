@@ -1,0 +1,33 @@
+"""``agent-lab sessions export ID --format otlp``: send a stored session as traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent_lab.interfaces.cli.common import guard, stdout_console
+from agent_lab.interfaces.cli.session_ids import find_session
+from agent_lab.interfaces.cli.session_queries import open_store
+
+if TYPE_CHECKING:
+    from agent_lab.application.pricing import PriceTable
+
+
+def export_otlp(session_id: str, db: Path | None, home: Path | None) -> None:
+    """Send the session's spans to the OTLP endpoint the standard variables name."""
+    from agent_lab.infrastructure import telemetry
+
+    with guard():
+        telemetry.require_otel()
+        with open_store(db, home) as store:
+            session = find_session(store, session_id)
+            count = telemetry.export_session(
+                store, str(session["id"]), options=telemetry.default_options(_prices())
+            )
+    stdout_console().print(f"sent {count} spans of session {session['id']} over OTLP")
+
+
+def _prices() -> PriceTable:
+    from agent_lab.infrastructure.prices import price_table
+
+    return price_table()
