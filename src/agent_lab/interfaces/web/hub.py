@@ -2,7 +2,7 @@
 
 A ``LiveSession`` runs one ``DebugRuntime.session()`` handle and a pump task that
 iterates its output (adding each turn's record as it grows, folded by
-``LiveRecords``: ``turn_record`` frames), stamps every message with a per-session
+``record_frames``: ``turn_record`` frames), stamps every message with a per-session
 ``offset``, keeps the
 last frames in a bounded replay buffer and fans each frame out to the subscribed
 connections (``frames.py``). Fan-out never
@@ -27,7 +27,6 @@ from contextlib import AsyncExitStack
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.pricing import PriceTable
 from agent_lab.application.protocol import OutputMessage
-from agent_lab.application.record import LiveRecords
 from agent_lab.application.runtime import DebugRuntime, RuntimeSession
 from agent_lab.domain.errors import SessionNotFound
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
@@ -43,6 +42,7 @@ from agent_lab.interfaces.web.frames import (
 )
 from agent_lab.interfaces.web.options import WebOptions
 from agent_lab.interfaces.web.protocol import ConnectionOverride
+from agent_lab.interfaces.web.record_frames import RecordFeed
 
 __all__ = [
     "CLOSE_SLOW_CONSUMER",
@@ -54,25 +54,6 @@ __all__ = [
     "SessionLive",
     "dumps",
 ]
-
-
-RECORD_AUDITS = frozenset(
-    {
-        "turn_started",
-        "chat_event_detected",
-        "chat_agent_response",
-        "event_batch_started",
-        "event_agent_response",
-        "event_batch_results",
-        "event_policy_decision",
-        "chat_round_finished",
-        "turn_completed",
-        "session_finished",
-    }
-)
-"""Audits after which the hub sends the turn's record (``turn_started`` only when it
-reports recovered calls): the arguments the event agent resolved, tool statuses and
-results, failures, the turn's end."""
 
 
 class SessionLive(Exception):
@@ -99,7 +80,7 @@ class LiveSession:
         prices: PriceTable | None = None,
     ) -> None:
         self.session_id = session_id
-        self._records = LiveRecords(prices=prices)
+        self._records = RecordFeed(prices)
         self.runtime = runtime
         self.stream_id = stream_id
         self._options = options
@@ -263,8 +244,9 @@ class LiveSession:
             self._emit({"type": "user_message", "turn_index": turn_index, "content": content})
             self._turn = turn_index if isinstance(turn_index, int) else self._boundary_turn
         frame = self._emit(message)
-        if message["type"] == "audit":
-            self._publish_record(message["event"], self._records.feed(message))
+        record = self._records.after(message)
+        if record is not None:
+            self._emit(record)
         kind = message["type"]
         if kind in ("turn_completed", "error") and self._turn is not None:
             self._boundary_turn = self._turn + 1
@@ -273,23 +255,6 @@ class LiveSession:
             self._arm_idle_timer()
         elif kind == "done":
             self._ending = True
-
-    def _publish_record(self, event: str, turn_index: int | None) -> None:
-        """After an audit that changes what a turn's views show, its record so far."""
-        if turn_index is None or event not in RECORD_AUDITS:
-            return
-        if event == "turn_started":
-            self._records.forget_before(turn_index)  # earlier turns are closed
-        record = self._records.record(turn_index)
-        if event == "turn_started" and not record.recovered_calls:
-            return
-        self._emit(
-            {
-                "type": "turn_record",
-                "turn_index": turn_index,
-                "record": record.model_dump(mode="json"),
-            }
-        )
 
     def _emit(self, message: OutputMessage | UserMessageFrame | TurnRecordFrame) -> Frame:
         frame = Frame(self._next_offset, dumps({"offset": self._next_offset, "message": message}))
