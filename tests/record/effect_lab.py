@@ -2,9 +2,9 @@
 scripted model, and a child process that dies in the middle of a batch.
 
 Run as ``python -m tests.record.effect_lab DB BASE_URL MODE SESSION_ID``: the child starts
-one persisted turn whose first tool kills the process (SIGKILL) as soon as it runs, so
-its call is dispatched in the effect ledger with no outcome and the second call (one
-call at a time) was never dispatched.
+one persisted turn whose batch runs one call at a time: the first succeeds (its result
+is in the effect ledger), the second kills the process (SIGKILL) as soon as it runs, so
+it is dispatched with no outcome.
 """
 
 from __future__ import annotations
@@ -152,8 +152,13 @@ def session_request(mode: str, session_id: str | None, message: str = PROMPT) ->
 
 
 async def _die_mid_batch(db: Path, base_url: str, mode: str, session_id: str) -> None:
-    async def effect() -> None:
-        os.kill(os.getpid(), signal.SIGKILL)
+    calls = 0
+
+    async def effect() -> None:  # the first call runs; the second kills the process
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     store = SQLiteSessionStore(db)
     async with OpenAICompatibleChatClient(base_url, max_retries=0) as client:

@@ -1,4 +1,6 @@
-"""Calls of a cut-off batch are shown as uncertain, in headless Chromium: live (the
+"""Calls of a cut-off batch are shown as the effect ledger knows them, in headless
+Chromium: uncertain where no outcome was recorded (dispatched: "outcome unknown — check
+before repeating"; never dispatched: "not executed"), done where a result was; live (the
 next turn's ``recovered_calls``) and after a reload (from the store), both for a turn
 cancelled in the middle of its tools and for a process killed there."""
 
@@ -30,6 +32,7 @@ __all__ = ["browser"]
 MODES = ["dual_agent", "chat_agent_tools"]
 UNKNOWN = "uncertain: outcome unknown — check before repeating"
 NOT_EXECUTED = "uncertain: not executed"
+RAN = "done (recorded before the interruption)"
 CALLS = """() => [...document.querySelectorAll('#messages .turn[data-turn="1"] .call')].map((c) =>
   [c.querySelector('.call-name').textContent, c.dataset.status, c.dataset.recovered || '',
    c.querySelector('.call-status').textContent])"""
@@ -54,15 +57,22 @@ def first_turn_calls(page: Page) -> list[list[str]]:
     return calls
 
 
-def assert_uncertain(page: Page) -> None:
-    """The dispatched call may have run; the other never did: neither is done."""
-    assert first_turn_calls(page) == [
-        ["door.lock", "uncertain", "unknown", UNKNOWN],
-        ["lights.on", "uncertain", "not_executed", NOT_EXECUTED],
-    ]
+CANCELLED = [  # the dispatched call may have run; the other never did: neither is done
+    ["door.lock", "uncertain", "unknown", UNKNOWN],
+    ["lights.on", "uncertain", "not_executed", NOT_EXECUTED],
+]
+KILLED = [  # the first call's result was recorded; the second was running
+    ["door.lock", "done", "succeeded", RAN],
+    ["lights.on", "uncertain", "unknown", UNKNOWN],
+]
+
+
+def assert_recovered(page: Page, expected: list[list[str]]) -> None:
+    """Turn 1's calls as the effect ledger knows them; turn 2 says it reported them."""
+    assert first_turn_calls(page) == expected
     notice = page.locator('.turn[data-turn="2"] .notice.recovered')
-    expect(notice).to_contain_text("door.lock (turn 1) " + UNKNOWN)
-    expect(notice).to_contain_text("lights.on (turn 1) " + NOT_EXECUTED)
+    for name, _, _, text in expected:
+        expect(notice).to_contain_text(f"{name} (turn 1) {text}")
 
 
 def second_turn_done(page: Page) -> None:
@@ -89,13 +99,13 @@ def test_a_turn_cancelled_mid_batch_shows_its_calls_uncertain_live_and_reopened(
 
         send(page, "Did it work?")
         second_turn_done(page)
-        assert_uncertain(page)
+        assert_recovered(page, CANCELLED)
         live = shown(page)
 
         after = reopened(page)
 
         assert after == live
-        assert_uncertain(page)
+        assert_recovered(page, CANCELLED)
         page.context.close()
     assert errors == []
 
@@ -118,13 +128,13 @@ def test_a_process_killed_mid_batch_shows_its_calls_uncertain_live_and_reopened(
 
         send(page, "Did it work?")
         second_turn_done(page)
-        assert_uncertain(page)
+        assert_recovered(page, KILLED)
         live = shown(page)
 
         after = reopened(page)
 
         assert after == live
-        assert_uncertain(page)
+        assert_recovered(page, KILLED)
         first: dict[str, Any] = after[0]
         assert any("interrupted" in error for error in first["errors"])
         page.context.close()

@@ -157,6 +157,8 @@ def _print_tool(
     status = str((tool or {}).get("status") or "unknown")
     if uncertain is not None and uncertain["status"] in UNCERTAIN_STATUSES:
         status = f"uncertain: {_outcome(uncertain)}"
+    elif uncertain is not None:  # it ran: the ledger recorded its result
+        status = f"{uncertain['status']} (recorded before the interruption)"
     console.print(
         Text.assemble(
             ("  ⚡ ", "cyan"),

@@ -22,7 +22,6 @@ export class Conversation {
     this.emptyHint.hidden = false;
     this.turns = new Map();
     this.calls = new Map();
-    this.uncertain = new Map();
     this.current = null;
     this.round = null;
   }
@@ -68,7 +67,7 @@ export class Conversation {
         this.roundOf(turn, event.round_index).calls.append(call.el);
       }
       setArguments(call, tool?.arguments ?? event.arguments, event.resolved_by);
-      if (tool && !this.uncertain.has(event.event_id)) setExecution(call, tool);
+      if (tool && !call.el.dataset.recovered) setExecution(call, tool);
     }
     this.sayRounds(turn, record);
     if (record.status !== "running") this.closeTurn(turn, record);
@@ -106,19 +105,23 @@ export class Conversation {
       calls.map((call, index) => [index ? "; " : "", `${call.event_name} (turn ${call.turn_index}) ${recoveredText(call)}`])));
   }
 
-  // Calls whose effect the ledger could not confirm are shown as uncertain, not done
-  // and not cancelled: they may have run.
+  // Calls of an interrupted batch, as the effect ledger knows them: those it could not
+  // confirm are shown as uncertain (not done, not cancelled: they may have run), those
+  // with a recorded result as done or failed (never cancelled: they ran).
   markUncertain(calls) {
     for (const entry of calls) {
       const call = this.calls.get(entry.event_id);
-      if (!call || !isUncertain(entry)) continue;
-      this.uncertain.set(entry.event_id, entry);
-      call.el.dataset.status = "uncertain";
+      if (!call) continue;
+      const uncertain = isUncertain(entry);
+      if (!uncertain && !RAN[entry.status]) continue;
+      call.el.dataset.status = uncertain ? "uncertain" : RAN[entry.status];
       call.el.dataset.recovered = entry.status;
       call.el.dataset.reason = `recovered:${entry.status}`;
-      call.status.textContent = `uncertain: ${UNCERTAIN[entry.status]}`;
-      call.status.title = entry.note || UNCERTAIN[entry.status];
-      if (call.el.dataset.result !== "shown") call.result.textContent = entry.note || UNCERTAIN[entry.status];
+      call.status.textContent = recoveredText(entry);
+      call.status.title = entry.note || call.status.textContent;
+      if (call.el.dataset.result !== "shown") {
+        call.result.textContent = entry.note || "recorded before the interruption and given back to the model";
+      }
       const args = entry.arguments || {};
       if (!call.argsLine.textContent && Object.keys(args).length) {
         call.argsLine.textContent = JSON.stringify(args);
@@ -254,8 +257,11 @@ export class Conversation {
   }
 }
 
+const RAN = { succeeded: "done", failed: "error" };
+
 function recoveredText(call) {
-  return call.status in UNCERTAIN ? `uncertain: ${UNCERTAIN[call.status]}` : `${call.status} (already ran)`;
+  if (call.status in UNCERTAIN) return `uncertain: ${UNCERTAIN[call.status]}`;
+  return `${RAN[call.status] || call.status} (recorded before the interruption)`;
 }
 
 function roundStats(record, round) {
