@@ -21,15 +21,14 @@ from zoneinfo import ZoneInfo
 import platformdirs
 import pytest
 
-from agent_lab.application.builtin_tools import (
+from agent_lab.application.builtin_backends import (
     BuiltinBackends,
     BuiltinToolError,
     CalendarEntry,
     Note,
     SearchHit,
-    builtin_tool_definitions,
-    parse_volume_request,
 )
+from agent_lab.application.builtin_tools import builtin_tool_definitions, parse_volume_request
 from agent_lab.application.events import ResultPolicy
 from agent_lab.application.tools import (
     ToolExecutionContext,

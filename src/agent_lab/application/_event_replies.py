@@ -9,7 +9,7 @@ the reply is stored); and then an ``EventBatchDone`` with the outcome.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, TypeAlias
 
 from agent_lab.application._metrics import ModelCall
@@ -41,13 +41,8 @@ class ArgumentFailure:
     call failed; the event fails with this cause)."""
     cause: str
 
-    def audit_entry(self) -> dict[str, str]:
-        return {
-            "event_id": self.event_id,
-            "event_name": self.event_name,
-            "stage": self.stage,
-            "cause": self.cause,
-        }
+    def audit_entry(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)

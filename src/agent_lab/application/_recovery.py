@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from agent_lab.application._transcript import EVENT_AGENT_NAME
@@ -70,16 +70,10 @@ class RecoveredCall:
     """The recorded payload (``succeeded`` / ``failed`` only)."""
 
     def audit_entry(self) -> dict[str, Any]:
-        return {
-            "batch_id": self.batch_id,
-            "turn_index": self.turn_index,
-            "round_index": self.round_index,
-            "event_id": self.event_id,
-            "event_name": self.event_name,
-            "arguments": self.arguments,
-            "status": self.status,
-            "idempotency_key": self.idempotency_key,
-        }
+        """Every field but the recorded ``result``."""
+        entry = asdict(self)
+        del entry["result"]
+        return entry
 
     def note_line(self) -> str:
         """One JSON line of the note (a format the simulator and models read)."""

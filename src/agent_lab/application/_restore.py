@@ -13,7 +13,7 @@ Any other invalid row (an unknown role, content that is not text) cannot be repa
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, get_args
 
 from pydantic import ValidationError
@@ -35,12 +35,7 @@ class RowRepair:
     repair: str
 
     def audit_entry(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "turn_index": self.turn_index,
-            "problem": self.problem,
-            "repair": self.repair,
-        }
+        return asdict(self)
 
 
 @dataclass

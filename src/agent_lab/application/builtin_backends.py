@@ -9,7 +9,7 @@ them (see ``agent_lab.application.builtin_defaults`` for how the defaults plug i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -104,12 +104,7 @@ class SearchHit:
 
     def as_payload(self) -> dict[str, Any]:
         """The hit as it appears in the tool's ``results`` list."""
-        return {
-            "title": self.title,
-            "snippet": self.snippet,
-            "source": self.source,
-            "score": self.score,
-        }
+        return asdict(self)
 
 
 class NoteBook(Protocol):

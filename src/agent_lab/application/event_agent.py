@@ -21,7 +21,7 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from agent_lab.application import _audit_details, _policies
@@ -110,32 +110,24 @@ class _Resolution:
         )
 
 
+@dataclass(eq=False)
 class EventAgent:
     """Serves ``EventAgentRequest``s from an events queue until cancelled."""
 
-    def __init__(
-        self,
-        chat_client: ChatClient,
-        registry: ToolRegistry,
-        executor: EventBatchExecutor,
-        *,
-        clock: Clock,
-        events: asyncio.Queue[Any],
-        replies: ReplyChannel,
-    ) -> None:
-        self._client = chat_client
-        self._registry = registry
-        self._executor = executor
-        self._clock = clock
-        self._events = events
-        self._replies = replies
+    client: ChatClient
+    registry: ToolRegistry
+    executor: EventBatchExecutor
+    _: KW_ONLY
+    clock: Clock
+    events: asyncio.Queue[Any]
+    replies: ReplyChannel
 
     async def serve(self) -> None:
         """Handle requests one at a time, forever."""
         while True:
-            request = await self._events.get()
+            request = await self.events.get()
             outcome = await self._handle_safely(request)
-            await self._replies.done(request.scope, outcome)
+            await self.replies.done(request.scope, outcome)
 
     async def _handle_safely(self, request: EventAgentRequest) -> EventAgentOutcome:
         try:
@@ -187,12 +179,12 @@ class EventAgent:
         not_run: dict[str, str],
     ) -> EventBatchResult:
         async def reply(result: EventResult) -> None:
-            await self._replies.reply(request.scope, result)
+            await self.replies.reply(request.scope, result)
 
         async def dispatching(event: ToolCallEvent) -> None:
-            await self._replies.dispatching(request.scope, event)
+            await self.replies.dispatching(request.scope, event)
 
-        batch = await self._executor.execute(
+        batch = await self.executor.execute(
             EventBatch(
                 scope=request.scope,
                 events=events,
@@ -209,7 +201,7 @@ class EventAgent:
         return batch
 
     def _results_message(self, batch: EventBatchResult) -> ChatMessage | None:
-        decision = _policies.decide(batch, chat_spoke=True, registry=self._registry)
+        decision = _policies.decide(batch, chat_spoke=True, registry=self.registry)
         if not decision.llm_follow_up:
             return None
         return results_message([result.tool_message() for result in batch.logical_results])
@@ -217,7 +209,7 @@ class EventAgent:
     async def _resolve(
         self, request: EventAgentRequest, event: ToolCallEvent, context: ToolExecutionContext
     ) -> _Resolution:
-        tool = self._registry.get(event.name)
+        tool = self.registry.get(event.name)
         if tool is None or event.name not in request.enabled_tools:
             return _Resolution(event, resolved_by="not_resolved")
         failures: list[ArgumentFailure] = []
@@ -229,7 +221,7 @@ class EventAgent:
             except Exception as exc:  # a resolver bug: the model fills the arguments in
                 failures.append(ArgumentFailure(event.id, event.name, "resolver", _cause(exc)))
                 resolved = None
-        if resolved is not None and self._registry.validation_error(event.name, resolved) is None:
+        if resolved is not None and self.registry.validation_error(event.name, resolved) is None:
             return _Resolution(
                 _with_arguments(event, resolved),
                 failures=tuple(failures),
@@ -261,17 +253,17 @@ class EventAgent:
         call = ModelCall(model=params.model)
         messages = [ChatMessage(role="system", content=request.params.system_prompt)]
         messages += request.history
-        tools = [self._registry.tool_schema(event.name)]
+        tools = [self.registry.tool_schema(event.name)]
         choice = {"type": "function", "function": {"name": event.name}}
         arguments: dict[str, Any] | None = None
         problem: str | None = None
-        first_of_client = CLIENT_CALLS.first_use(self._client)
-        started = self._clock()
-        stream = self._client.stream_chat(messages, tools, params, choice)
+        first_of_client = CLIENT_CALLS.first_use(self.client)
+        started = self.clock()
+        stream = self.client.stream_chat(messages, tools, params, choice)
         try:
             async for item in stream:
                 if call.ttft_ms is None:
-                    call.ttft_ms = elapsed_ms(started, self._clock())
+                    call.ttft_ms = elapsed_ms(started, self.clock())
                 if item.kind == "raw_chunk" and item.raw_chunk is not None:
                     call.add_chunk(item.raw_chunk, item.raw_json)
                 elif item.kind == "usage":
@@ -280,7 +272,7 @@ class EventAgent:
                     arguments = dict(item.event.arguments)
         except AgentLabError as exc:
             problem = _cause(exc)
-        call.latency_ms = elapsed_ms(started, self._clock())
+        call.latency_ms = elapsed_ms(started, self.clock())
         call.observe(stream, first_of_client=first_of_client)
         return call, arguments or {}, problem
 
@@ -294,7 +286,7 @@ class EventAgent:
             request.round_index,
             params=_event_model_params(request),
             events=request.events,
-            tools=self._registry.provider_tool_schemas(
+            tools=self.registry.provider_tool_schemas(
                 list(dict.fromkeys(event.name for event in request.events))
             ),
             history=request.history,

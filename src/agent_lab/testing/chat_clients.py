@@ -53,8 +53,30 @@ class RecordedCall:
 Round: TypeAlias = Sequence[StreamItem] | BaseException
 
 
+class _RecordingClient:
+    """A test chat client: records every call in ``calls``, then ``_answer``s it."""
+
+    calls: list[RecordedCall]
+
+    async def stream_chat(
+        self,
+        messages: list[ChatMessage],
+        tools: list[dict[str, Any]],
+        params: AgentParams,
+        tool_choice: dict[str, Any] | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        call = RecordedCall(list(messages), list(tools), params, tool_choice)
+        self.calls.append(call)
+        async for item in self._answer(call):
+            yield item
+
+    def _answer(self, call: RecordedCall) -> AsyncIterator[StreamItem]:
+        """The items of the call's stream."""
+        raise NotImplementedError
+
+
 @dataclass
-class ScriptedChatClient:
+class ScriptedChatClient(_RecordingClient):
     """Replays one scripted round per call and records every call.
 
     A round is a list of ``StreamItem``s, or an exception to raise instead (e.g. a
@@ -68,15 +90,7 @@ class ScriptedChatClient:
     _next: int = 0
     _next_argument: int = 0
 
-    async def stream_chat(
-        self,
-        messages: list[ChatMessage],
-        tools: list[dict[str, Any]],
-        params: AgentParams,
-        tool_choice: dict[str, Any] | None = None,
-    ) -> AsyncIterator[StreamItem]:
-        call = RecordedCall(list(messages), list(tools), params, tool_choice)
-        self.calls.append(call)
+    async def _answer(self, call: RecordedCall) -> AsyncIterator[StreamItem]:
         scripted = self._take(call)
         if isinstance(scripted, BaseException):
             raise scripted
@@ -120,21 +134,13 @@ ModelFunction: TypeAlias = Callable[
 
 
 @dataclass
-class FunctionChatClient:
+class FunctionChatClient(_RecordingClient):
     """A model written as a function of the call: return or yield ``StreamItem``s."""
 
     function: ModelFunction
     calls: list[RecordedCall] = field(default_factory=list)
 
-    async def stream_chat(
-        self,
-        messages: list[ChatMessage],
-        tools: list[dict[str, Any]],
-        params: AgentParams,
-        tool_choice: dict[str, Any] | None = None,
-    ) -> AsyncIterator[StreamItem]:
-        call = RecordedCall(list(messages), list(tools), params, tool_choice)
-        self.calls.append(call)
+    async def _answer(self, call: RecordedCall) -> AsyncIterator[StreamItem]:
         produced: Any = self.function(call)
         if inspect.isawaitable(produced):
             produced = await produced

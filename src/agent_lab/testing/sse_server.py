@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Self
@@ -131,15 +131,7 @@ class ScriptedResponse:
         """The same stream re-cut into writes of ``size`` bytes (pauses are dropped)."""
         data = b"".join(chunk for chunk in self.chunks if isinstance(chunk, bytes))
         pieces = tuple(data[i : i + size] for i in range(0, len(data), size))
-        return ScriptedResponse(
-            chunks=pieces,
-            status=self.status,
-            headers=self.headers,
-            body=self.body,
-            content_type=self.content_type,
-            delay=self.delay,
-            abort=self.abort,
-        )
+        return replace(self, chunks=pieces)
 
 
 @dataclass(frozen=True)

@@ -42,33 +42,32 @@ class Intent:
 Extractor: TypeAlias = Callable[[str, str, datetime], dict[str, Any] | None]
 """``extractor(clause, whole_message, now)``: arguments, or ``None`` when too vague."""
 
-_TRIGGERS: dict[IntentKind, re.Pattern[str]] = {
-    IntentKind.VOLUME: re.compile(
-        r"\b(?:volume|louder|quieter|softer|unmute|mute"
-        r"|turn\s+(?:it|this|that)\s+(?:up|down)|turn\s+(?:up|down))\b",
-        re.IGNORECASE,
+_TRIGGER_WORDS: dict[IntentKind, str] = {
+    IntentKind.VOLUME: (
+        r"volume|louder|quieter|softer|unmute|mute"
+        r"|turn\s+(?:it|this|that)\s+(?:up|down)|turn\s+(?:up|down)"
     ),
-    IntentKind.SCHEDULE: re.compile(
-        r"\b(?:schedule|arrange|book\s+(?:a|an|me|us|time)|set\s+up\s+(?:a|an|the|my|our)"
-        r"|(?:add|put)\b(?=.*\bcalendar\b))\b",
-        re.IGNORECASE,
+    IntentKind.SCHEDULE: (
+        r"schedule|arrange|book\s+(?:a|an|me|us|time)|set\s+up\s+(?:a|an|the|my|our)"
+        r"|(?:add|put)\b(?=.*\bcalendar\b)"
     ),
-    IntentKind.SEARCH: re.compile(
-        r"\b(?:search|look\s+up|google|research|find|tell\s+me\s+about"
-        r"|what(?:'s|\s+is|\s+are|\s+was)|who(?:'s|\s+is|\s+was))\b",
-        re.IGNORECASE,
+    IntentKind.SEARCH: (
+        r"search|look\s+up|google|research|find|tell\s+me\s+about"
+        r"|what(?:'s|\s+is|\s+are|\s+was)|who(?:'s|\s+is|\s+was)"
     ),
-    IntentKind.NOTE: re.compile(
-        r"\b(?:note\s+(?:that|down|this)|(?:take|make)\s+a\s+note|hand\s*-?\s*off"
-        r"|hand\s+(?:this|it)\s+(?:off|over)|remember\s+that|escalate)\b",
-        re.IGNORECASE,
+    IntentKind.NOTE: (
+        r"note\s+(?:that|down|this)|(?:take|make)\s+a\s+note|hand\s*-?\s*off"
+        r"|hand\s+(?:this|it)\s+(?:off|over)|remember\s+that|escalate"
     ),
-    IntentKind.GOODBYE: re.compile(
-        r"\b(?:good\s*-?\s*bye|bye|farewell|see\s+you|that'?s\s+all|that\s+is\s+all"
+    IntentKind.GOODBYE: (
+        r"good\s*-?\s*bye|bye|farewell|see\s+you|that'?s\s+all|that\s+is\s+all"
         r"|end\s+(?:the|this|our)\s+(?:session|chat|conversation|call)|hang\s+up"
-        r"|i'?m\s+done|we'?re\s+done)\b",
-        re.IGNORECASE,
+        r"|i'?m\s+done|we'?re\s+done"
     ),
+}
+"""What triggers each intent: alternatives, each matched as whole words in any case."""
+_TRIGGERS: dict[IntentKind, re.Pattern[str]] = {
+    kind: re.compile(rf"\b(?:{words})\b", re.IGNORECASE) for kind, words in _TRIGGER_WORDS.items()
 }
 
 _SEPARATOR = re.compile(

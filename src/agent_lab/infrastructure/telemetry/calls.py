@@ -43,14 +43,13 @@ def chat_call_span(
     if options.capture_content:
         detected = audits.every("chat_event_detected")
         attributes.update(content.chat_content(request, response, detected))
-    return SpanData(
-        trace_id=record.trace_id,
-        span_id=record.span_id(f"round-{audits.index}/chat"),
-        parent_id=parent_id,
-        name=f"chat {model}".strip(),
-        start_ns=record.at(start_ms),
-        end_ns=record.at(end_ms),
-        attributes=attributes,
+    return record.span(
+        f"round-{audits.index}/chat",
+        parent_id,
+        f"chat {model}".strip(),
+        start_ms,
+        end_ms,
+        attributes,
         kind="client",
         status="error" if response is None else "unset",
         status_message="the call did not finish" if response is None else None,
@@ -87,15 +86,10 @@ def argument_call_span(
     if options.capture_content and request is not None:
         attributes.update(content.history_content(request))
     latency = int(metric.get("latency_ms") or 0)
-    return SpanData(
-        trace_id=record.trace_id,
-        span_id=record.span_id(f"round-{round_index}/arguments/{event_id}/call"),
-        parent_id=parent_id,
-        name=f"chat {model}".strip(),
-        start_ns=record.at(start_ms),
-        end_ns=record.at(start_ms + latency),
-        attributes=attributes,
-        kind="client",
+    path = f"round-{round_index}/arguments/{event_id}/call"
+    name = f"chat {model}".strip()
+    return record.span(
+        path, parent_id, name, start_ms, start_ms + latency, attributes, kind="client"
     )
 
 

@@ -73,14 +73,13 @@ def turn_spans(record: TurnRecord, options: ConvertOptions | None = None) -> lis
         sc.TURN_WALL_MS: end_ms,
         **_sum_usage(model_spans),
     }
-    turn = SpanData(
-        trace_id=record.trace_id,
-        span_id=turn_id,
-        parent_id=session_span_id(record.session_id),
-        name=f"turn {record.turn_index}",
-        start_ns=record.at(0),
-        end_ns=record.at(end_ms),
-        attributes=attributes,
+    turn = record.span(
+        turn_id,
+        session_span_id(record.session_id),
+        f"turn {record.turn_index}",
+        0,
+        end_ms,
+        attributes,
         status="error" if status in _FAILED else "ok",
         status_message=f"turn {status}" if status in _FAILED else None,
     )
@@ -156,14 +155,13 @@ def _round_spans(
     if isinstance(response.get("visible_ttft_ms"), int):
         attributes[sc.VISIBLE_TTFT_MS] = response["visible_ttft_ms"]
     unfinished = finished is None
-    round_span = SpanData(
-        trace_id=record.trace_id,
-        span_id=round_id,
-        parent_id=turn_id,
-        name=f"round {audits.index}",
-        start_ns=record.at(start_ms),
-        end_ns=record.at(end_ms),
-        attributes=attributes,
+    round_span = record.span(
+        round_id,
+        turn_id,
+        f"round {audits.index}",
+        start_ms,
+        end_ms,
+        attributes,
         status="error" if unfinished else "unset",
         status_message="the round did not finish" if unfinished else None,
     )

@@ -12,9 +12,16 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
-from agent_lab.infrastructure.telemetry.spans import NS_PER_MS, span_id_of, trace_id_of
+from agent_lab.infrastructure.telemetry.spans import (
+    NS_PER_MS,
+    Attributes,
+    SpanData,
+    SpanOutcome,
+    span_id_of,
+    trace_id_of,
+)
 
 Audit = Mapping[str, Any]
 """``{"event": name, "details": {...}}``, as on the output queue or in the store."""
@@ -45,6 +52,23 @@ class TurnRecord:
     def at(self, elapsed_ms: int | float) -> int:
         """Unix nanoseconds of a turn-relative offset."""
         return self.started_ns + round(elapsed_ms * NS_PER_MS)
+
+    def span(
+        self,
+        span: int | str,
+        parent_id: int | None,
+        name: str,
+        start_ms: float,
+        end_ms: float,
+        attributes: Attributes,
+        **outcome: Unpack[SpanOutcome],
+    ) -> SpanData:
+        """A span of this turn: ``span`` is its id or its ``span_id`` path, times turn-relative."""
+        span_id = self.span_id(span) if isinstance(span, str) else span
+        start_ns, end_ns = self.at(start_ms), self.at(end_ms)
+        return SpanData(
+            self.trace_id, span_id, parent_id, name, start_ns, end_ns, attributes, **outcome
+        )
 
     def metric(self, key: str) -> Mapping[str, Any] | None:
         return _metrics_by_key(self.calls).get(key)

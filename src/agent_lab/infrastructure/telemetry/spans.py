@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypedDict
 
 AttributeValue = str | bool | int | float | Sequence[str] | Sequence[int]
 Attributes = Mapping[str, AttributeValue]
@@ -42,6 +42,15 @@ class SpanData:
     status: StatusCode = "unset"
     status_message: str | None = None
     events: tuple[SpanEvent, ...] = ()
+
+
+class SpanOutcome(TypedDict, total=False):
+    """The fields of a ``SpanData`` that have defaults."""
+
+    kind: SpanKind
+    status: StatusCode
+    status_message: str | None
+    events: tuple[SpanEvent, ...]
 
 
 def trace_id_of(session_id: str) -> int:

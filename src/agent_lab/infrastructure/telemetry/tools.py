@@ -41,14 +41,13 @@ def batch_spans(
         children += resolutions
     children += _tool_spans(record, audits, batch_id, tools_start, end_ms, options)
     decision = _policy_span(record, audits, round_id)
-    batch = SpanData(
-        trace_id=record.trace_id,
-        span_id=batch_id,
-        parent_id=round_id,
-        name="invoke_agent event_agent" if dual else "provider tools",
-        start_ns=record.at(start_ms),
-        end_ns=record.at(end_ms),
-        attributes=_batch_attributes(record, started, closed, dual),
+    batch = record.span(
+        batch_id,
+        round_id,
+        "invoke_agent event_agent" if dual else "provider tools",
+        start_ms,
+        end_ms,
+        _batch_attributes(record, started, closed, dual),
         status="error" if closed is None else "unset",
         status_message="the batch did not finish" if closed is None else None,
     )
@@ -102,14 +101,13 @@ def _resolutions(
             attributes[sc.ARG_FAILURE] = f"{failure.get('stage')}: {failure.get('cause')}"
         failed = failure is not None and failure.get("stage") == "generation"
         spans.append(
-            SpanData(
-                trace_id=record.trace_id,
-                span_id=span_id,
-                parent_id=batch_id,
-                name=f"resolve arguments {name}",
-                start_ns=record.at(start_ms),
-                end_ns=record.at(start_ms + duration),
-                attributes=attributes,
+            record.span(
+                span_id,
+                batch_id,
+                f"resolve arguments {name}",
+                start_ms,
+                start_ms + duration,
+                attributes,
                 status="error" if failed else "unset",
                 status_message=attributes.get(sc.ARG_FAILURE) if failed else None,
             )
@@ -170,14 +168,13 @@ def _tool_spans(
             attributes[sc.TOOL_CALL_RESULT] = outputs[event_id]
         failed = status not in ("", "success")
         spans.append(
-            SpanData(
-                trace_id=record.trace_id,
-                span_id=record.span_id(f"round-{audits.index}/tool/{event_id}"),
-                parent_id=batch_id,
-                name=f"execute_tool {name}",
-                start_ns=record.at(start_ms),
-                end_ns=record.at(start_ms + latency),
-                attributes=attributes,
+            record.span(
+                f"round-{audits.index}/tool/{event_id}",
+                batch_id,
+                f"execute_tool {name}",
+                start_ms,
+                start_ms + latency,
+                attributes,
                 status="error" if failed else "ok",
                 status_message=f"tool {status}" if failed else None,
             )
@@ -200,16 +197,9 @@ def _policy_span(record: TurnRecord, audits: RoundAudits, round_id: int) -> Span
     if terminal is not None:
         ids = terminal.get("event_ids") or []
         attributes[sc.TERMINAL_EVENT_IDS] = [str(value) for value in ids]
-    at = record.at(offset(decision, 0))
-    return SpanData(
-        trace_id=record.trace_id,
-        span_id=record.span_id(f"round-{audits.index}/policy"),
-        parent_id=round_id,
-        name="policy decision",
-        start_ns=at,
-        end_ns=at,
-        attributes=attributes,
-    )
+    at_ms = offset(decision, 0)
+    path = f"round-{audits.index}/policy"
+    return record.span(path, round_id, "policy decision", at_ms, at_ms, attributes)
 
 
 def _batch_events(audits: RoundAudits) -> list[tuple[str, str]]:

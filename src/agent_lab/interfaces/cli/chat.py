@@ -20,7 +20,6 @@ from agent_lab.interfaces.cli.common import (
     EXIT_USAGE,
     LabOptions,
     isatty,
-    mode_value,
     notice,
     on_interrupt,
     open_lab,
@@ -31,22 +30,8 @@ from agent_lab.interfaces.cli.common import (
     stdout_console,
 )
 from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd
-from agent_lab.interfaces.cli.options import (
-    ApiKeyOption,
-    AuditLinesOption,
-    BaseUrlOption,
-    ConfigOption,
-    DbOption,
-    EventModelOption,
-    HomeOption,
-    LocalOption,
-    MaxLoopsOption,
-    ModelOption,
-    ModeOption,
-    OtelOption,
-    SystemOption,
-    ToolOption,
-)
+from agent_lab.interfaces.cli.flags import STORE_FLAGS, TURN_FLAGS, lab_flags
+from agent_lab.interfaces.cli.options import AuditLinesOption
 from agent_lab.interfaces.cli.render import ConversationRenderer
 from agent_lab.interfaces.cli.run import build_request
 from agent_lab.interfaces.cli.session_show import turn_cost_note
@@ -75,41 +60,15 @@ INTERRUPT: Final = object()
 """Put on the line queue by Ctrl-C at the prompt."""
 
 
+@lab_flags(*TURN_FLAGS, "config", "session", *STORE_FLAGS, "audit", "local", "otel")
 def chat(
-    mode: ModeOption = None,
-    base_url: BaseUrlOption = None,
-    api_key: ApiKeyOption = None,
-    model: ModelOption = None,
-    event_model: EventModelOption = None,
-    tool: ToolOption = None,
-    max_event_loops: MaxLoopsOption = None,
-    system: SystemOption = None,
-    config: ConfigOption = None,
+    options: LabOptions,
     session: Annotated[
         str | None, typer.Option("--session", help="Resume this persisted session.")
     ] = None,
-    db: DbOption = None,
-    home: HomeOption = None,
     audit: AuditLinesOption = False,
-    local: LocalOption = False,
-    otel: OtelOption = False,
 ) -> None:
     """Run an interactive multi-turn session (see ``CHAT_HELP``)."""
-    options = LabOptions(
-        base_url=base_url,
-        api_key=api_key,
-        model=model,
-        event_model=event_model,
-        mode=mode_value(mode),
-        tools=tuple(tool or ()),
-        max_event_loops=max_event_loops,
-        system=tuple(system or ()),
-        config=config,
-        db=db,
-        home=home,
-        local=local,
-        otel=otel,
-    )
     run_async(lambda: _chat(options, session, audit=audit))
 
 

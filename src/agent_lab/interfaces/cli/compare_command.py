@@ -36,17 +36,7 @@ from agent_lab.interfaces.cli.compare_report import (
     write_report,
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
-from agent_lab.interfaces.cli.options import (
-    ApiKeyOption,
-    BaseUrlOption,
-    ConfigOption,
-    DbOption,
-    EventModelOption,
-    FastOption,
-    HomeOption,
-    LocalOption,
-    ModelOption,
-)
+from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
 from agent_lab.interfaces.cli.render import metric_table
 from agent_lab.scenarios import Scenario, bundled_scenarios, load_scenario
 
@@ -75,7 +65,20 @@ Examples:
 """
 
 
+@lab_flags(
+    "scenario",
+    "repeat",
+    "out",
+    *ENDPOINT_FLAGS,
+    "event_model",
+    "config",
+    *STORE_FLAGS,
+    "fast",
+    "local",
+    "as_json",
+)
 def compare(
+    options: LabOptions,
     scenario: Annotated[
         str, typer.Argument(help="A scenario TOML file or a bundled scenario name.")
     ],
@@ -86,32 +89,12 @@ def compare(
         Path | None,
         typer.Option("--out", file_okay=False, help="Report folder.", show_default=False),
     ] = None,
-    base_url: BaseUrlOption = None,
-    api_key: ApiKeyOption = None,
-    model: ModelOption = None,
-    event_model: EventModelOption = None,
-    config: ConfigOption = None,
-    db: DbOption = None,
-    home: HomeOption = None,
-    fast: FastOption = False,
-    local: LocalOption = False,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="Print the statistics, sessions and report files as JSON."),
     ] = False,
 ) -> None:
     """Compare both modes on a scenario (see ``COMPARE_HELP``)."""
-    options = LabOptions(
-        base_url=base_url,
-        api_key=api_key,
-        model=model,
-        event_model=event_model,
-        config=config,
-        db=db,
-        home=home,
-        local=local,
-        fast=fast,
-    )
     run_async(lambda: _compare(options, scenario, repeat, out, as_json=as_json))
 
 

@@ -11,14 +11,7 @@ from pydantic import SecretStr
 from rich.table import Table
 
 from agent_lab.interfaces.cli.common import LabOptions, guard, stdout_console
-from agent_lab.interfaces.cli.options import (
-    ApiKeyOption,
-    BaseUrlOption,
-    ConfigOption,
-    DbOption,
-    HomeOption,
-    ModelOption,
-)
+from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
 from agent_lab.interfaces.settings import (
     PROJECT_CONFIG_NAME,
     USER_CONFIG_NAME,
@@ -42,21 +35,16 @@ Examples:
 MASK = "***"
 
 
+@lab_flags(*ENDPOINT_FLAGS, "config", *STORE_FLAGS, "as_json")
 def show_config(
-    base_url: BaseUrlOption = None,
-    api_key: ApiKeyOption = None,
-    model: ModelOption = None,
-    config: ConfigOption = None,
-    db: DbOption = None,
-    home: HomeOption = None,
+    options: LabOptions,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Print the effective settings with their sources (see ``CONFIG_HELP``)."""
-    options = LabOptions(
-        base_url=base_url, api_key=api_key, model=model, config=config, db=db, home=home
-    )
     with guard():
-        resolved = resolve_settings(flags=options.flags(), config_file=config, discover=True)
+        resolved = resolve_settings(
+            flags=options.flags(), config_file=options.config, discover=True
+        )
         rows = effective_rows(resolved)
     if as_json:
         document = {

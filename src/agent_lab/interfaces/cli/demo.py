@@ -25,12 +25,7 @@ from agent_lab.interfaces.cli.compare import (
     scenario_settings,
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
-from agent_lab.interfaces.cli.options import (
-    DbOption,
-    FastOption,
-    HomeOption,
-    LocalOption,
-)
+from agent_lab.interfaces.cli.flags import STORE_FLAGS, lab_flags
 from agent_lab.interfaces.cli.render import ConversationRenderer, metric_table, tokens_text
 from agent_lab.scenarios import load_scenario
 
@@ -53,15 +48,10 @@ Examples:
 """
 
 
-def demo(
-    fast: FastOption = False,
-    db: DbOption = None,
-    home: HomeOption = None,
-    local: LocalOption = False,
-) -> None:
+@lab_flags("fast", *STORE_FLAGS, "local", offline=True)
+def demo(options: LabOptions) -> None:
     """Run the bundled demo scenario in both modes (see ``DEMO_HELP``)."""
-    options = LabOptions(db=db, home=home, local=local, fast=fast, offline=True)
-    run_async(lambda: _demo(options, fast=fast or fast_from_env()))
+    run_async(lambda: _demo(options, fast=options.fast or fast_from_env()))
 
 
 async def _demo(options: LabOptions, *, fast: bool) -> int:

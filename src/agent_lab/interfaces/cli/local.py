@@ -17,6 +17,7 @@ import typer
 
 from agent_lab.domain.errors import ConfigError
 from agent_lab.interfaces.cli.common import EXIT_OK, EXIT_RUN_FAILED, fail, guard, help_text
+from agent_lab.interfaces.cli.options import PortOption
 
 if TYPE_CHECKING:
     from agent_lab.infrastructure.local_llm import LocalModelServer
@@ -63,9 +64,7 @@ def build_local_app() -> typer.Typer:
 
 
 def serve_local(
-    port: Annotated[
-        int, typer.Option("--port", min=0, max=65535, help="Port (0 picks a free one).")
-    ] = LOCAL_DEFAULT_PORT,
+    port: PortOption = LOCAL_DEFAULT_PORT,
     host: Annotated[str, typer.Option("--host", help="Loopback interface to bind.")] = "127.0.0.1",
     chat_format: Annotated[
         str,

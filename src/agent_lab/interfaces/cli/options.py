@@ -93,6 +93,10 @@ HomeOption = Annotated[
     Path | None,
     typer.Option("--home", help="Data directory (env AGENT_LAB_HOME).", file_okay=False),
 ]
+PortOption = Annotated[
+    int, typer.Option("--port", min=0, max=65535, help="Port (0 picks a free one).")
+]
+HostOption = Annotated[str, typer.Option("--host", help="Interface to bind.")]
 LocalOption = Annotated[
     bool,
     typer.Option("--local", help="Run the bundled small model (needs the 'local' extra)."),

@@ -16,10 +16,7 @@ from agent_lab.interfaces.cli.common import (
     stdout_console,
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
-from agent_lab.interfaces.cli.options import (
-    DbOption,
-    HomeOption,
-)
+from agent_lab.interfaces.cli.flags import STORE_FLAGS, lab_flags
 from agent_lab.interfaces.cli.render import ConversationRenderer
 from agent_lab.interfaces.cli.session_ids import find_session
 
@@ -44,7 +41,9 @@ Examples:
 """
 
 
+@lab_flags("session_id", "speed", "quiet", "ignore_key", *STORE_FLAGS)
 def replay(
+    options: LabOptions,
     session_id: Annotated[str, typer.Argument(help="The session to replay.", show_default=False)],
     speed: Annotated[
         float,
@@ -61,11 +60,8 @@ def replay(
             show_default=False,
         ),
     ] = None,
-    db: DbOption = None,
-    home: HomeOption = None,
 ) -> None:
     """Replay a session and report differences (see ``REPLAY_HELP``)."""
-    options = LabOptions(db=db, home=home)
     ignore = frozenset(ignore_key or ())
     run_async(lambda: _replay(options, session_id, speed, quiet=quiet, ignore=ignore))
 

@@ -17,7 +17,6 @@ from agent_lab.interfaces.cli.common import (
     LabOptions,
     as_mode,
     fail,
-    mode_value,
     notice,
     on_interrupt,
     open_lab,
@@ -27,23 +26,8 @@ from agent_lab.interfaces.cli.common import (
     run_failure,
     stdout_console,
 )
-from agent_lab.interfaces.cli.options import (
-    ApiKeyOption,
-    AuditOption,
-    BaseUrlOption,
-    ConfigOption,
-    DbOption,
-    EventModelOption,
-    HomeOption,
-    JsonOption,
-    LocalOption,
-    MaxLoopsOption,
-    ModelOption,
-    ModeOption,
-    OtelOption,
-    SystemOption,
-    ToolOption,
-)
+from agent_lab.interfaces.cli.flags import STORE_FLAGS, TURN_FLAGS, lab_flags
+from agent_lab.interfaces.cli.options import AuditOption, JsonOption
 from agent_lab.interfaces.cli.render import ConversationRenderer, JsonLinesWriter
 from agent_lab.interfaces.cli.session_show import turn_cost_note
 
@@ -92,45 +76,30 @@ FileOption = Annotated[
 ]
 
 
+@lab_flags(
+    "message",
+    "file",
+    *TURN_FLAGS,
+    "config",
+    "session",
+    *STORE_FLAGS,
+    "as_json",
+    "audit",
+    "local",
+    "otel",
+)
 def run(
+    options: LabOptions,
     message: Annotated[
         str | None,
         typer.Argument(help="The user message; - reads it from stdin.", show_default=False),
     ] = None,
     file: FileOption = None,
-    mode: ModeOption = None,
-    base_url: BaseUrlOption = None,
-    api_key: ApiKeyOption = None,
-    model: ModelOption = None,
-    event_model: EventModelOption = None,
-    tool: ToolOption = None,
-    max_event_loops: MaxLoopsOption = None,
-    system: SystemOption = None,
-    config: ConfigOption = None,
     session: SessionOption = None,
-    db: DbOption = None,
-    home: HomeOption = None,
     as_json: JsonOption = False,
     audit: AuditOption = False,
-    local: LocalOption = False,
-    otel: OtelOption = False,
 ) -> None:
     """Run one user turn with live streaming output (see ``RUN_HELP``)."""
-    options = LabOptions(
-        base_url=base_url,
-        api_key=api_key,
-        model=model,
-        event_model=event_model,
-        mode=mode_value(mode),
-        tools=tuple(tool or ()),
-        max_event_loops=max_event_loops,
-        system=tuple(system or ()),
-        config=config,
-        db=db,
-        home=home,
-        local=local,
-        otel=otel,
-    )
     text = read_message(message, file)
     run_async(lambda: _run(options, text, session, as_json=as_json, audit=audit))
 

@@ -22,16 +22,8 @@ from agent_lab.interfaces.cli.common import (
     open_lab,
     run_async,
 )
-from agent_lab.interfaces.cli.options import (
-    ApiKeyOption,
-    BaseUrlOption,
-    ConfigOption,
-    DbOption,
-    HomeOption,
-    LocalOption,
-    ModelOption,
-    OtelOption,
-)
+from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
+from agent_lab.interfaces.cli.options import HostOption, PortOption
 from agent_lab.interfaces.settings import SIMULATED_MODEL
 
 MAX_MESSAGE_CHARS = 1_000_000
@@ -79,10 +71,8 @@ Examples:
 
 
 def simulate(
-    port: Annotated[
-        int, typer.Option("--port", min=0, max=65535, help="Port (0 picks a free one).")
-    ] = SIMULATE_DEFAULT_PORT,
-    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    port: PortOption = SIMULATE_DEFAULT_PORT,
+    host: HostOption = "127.0.0.1",
     ttft_ms: Annotated[
         float, typer.Option("--ttft-ms", min=0.0, help="Milliseconds to the first token.")
     ] = 300.0,
@@ -120,11 +110,21 @@ def simulator_hints(base_url: str) -> list[str]:
     ]
 
 
+@lab_flags(
+    "host",
+    "port",
+    "token",
+    "allow_endpoint",
+    *ENDPOINT_FLAGS,
+    "config",
+    *STORE_FLAGS,
+    "local",
+    "otel",
+)
 def serve(
-    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[
-        int, typer.Option("--port", min=0, max=65535, help="Port (0 picks a free one).")
-    ] = 8765,
+    options: LabOptions,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8765,
     token: Annotated[
         str | None,
         typer.Option("--token", help="Require this access token.", show_default=False),
@@ -137,30 +137,12 @@ def serve(
             show_default=False,
         ),
     ] = None,
-    base_url: BaseUrlOption = None,
-    api_key: ApiKeyOption = None,
-    model: ModelOption = None,
-    config: ConfigOption = None,
-    db: DbOption = None,
-    home: HomeOption = None,
-    local: LocalOption = False,
-    otel: OtelOption = False,
 ) -> None:
     """Serve the web lab (see ``SERVE_HELP``)."""
-    options = LabOptions(
-        base_url=base_url,
-        api_key=api_key,
-        model=model,
-        config=config,
-        db=db,
-        home=home,
-        local=local,
-        otel=otel,
-    )
     with guard():
         create_app = _web_app_factory()
         check_token(token, host)
-        endpoints = [*(allow_endpoint or []), *_config_endpoints(config)]
+        endpoints = [*(allow_endpoint or []), *_config_endpoints(options.config)]
     generated = token is None and not is_loopback(host)
     if generated:
         token = secrets.token_urlsafe(24)
