@@ -4,11 +4,14 @@ runs is what it shows after a reload (rounds, texts, tool ids, statuses, reasons
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from agent_lab.interfaces.settings import LabSettings
+from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
 from tests.web.test_browser import VIEWPORT, browser, send, wait_turn_done
 from tests.web.web_support import ServedLab, lab_settings, served
 
@@ -26,7 +29,9 @@ SHOWN = """() => [...document.querySelectorAll('#messages .turn')].map((turn) =>
     text: round.querySelector('.msg.assistant').hidden ? '' :
       round.querySelector('.msg.assistant .msg-text').textContent,
     calls: [...round.querySelectorAll('.call')].map((call) =>
-      [call.dataset.id, call.dataset.status, call.querySelector('.call-name').textContent]),
+      [call.dataset.id, call.dataset.status, call.querySelector('.call-name').textContent,
+       call.querySelector('.call-args').textContent, call.dataset.resolvedBy || '',
+       call.dataset.reason || '']),
   })),
   errors: [...turn.querySelectorAll('.msg.error')].map((el) => el.textContent),
 }))"""
@@ -82,6 +87,7 @@ def test_a_completed_turn_reads_back_as_it_was_shown_live(page: Page, mode: str)
     if mode == "dual_agent":  # the template confirmation stays in its round, no phantom
         assert "Scheduled Lunch with Sam" in turn["rounds"][0]["text"]
     assert all(call[1] == "done" for entry in turn["rounds"] for call in entry["calls"])
+    assert all(call[3] for entry in turn["rounds"] for call in entry["calls"])  # arguments
 
 
 def test_a_cancelled_turn_leaves_no_tool_running_live_or_after_reload(page: Page) -> None:
@@ -145,3 +151,94 @@ def test_explain_shows_three_columns_with_differences_and_reopened_dual_argument
     expect(calendar.locator(".call-body")).to_contain_text("an argument generation call")
     page.click(".tab[data-view=timeline]")
     expect(page.locator(".turn-summary .chip", has_text="cost")).to_contain_text("unknown")
+
+
+WATCH_ARGUMENTS = """() => {
+  window.__seen = {};
+  const note = (key, extra) => {
+    if (window.__seen[key]) return;
+    window.__seen[key] = { status: document.querySelector('#status').textContent, ...extra };
+  };
+  new MutationObserver(() => {
+    const call = [...document.querySelectorAll('#messages .call')].find(
+      (el) => el.querySelector('.call-name').textContent === 'calendar.schedule.create');
+    if (call && call.dataset.resolvedBy) {
+      note('conversation', { args: call.querySelector('.call-args').textContent,
+                             resolvedBy: call.dataset.resolvedBy });
+    }
+    const bar = document.querySelector('#timeline .wf-bar.wf-fallback');
+    if (bar) note('timeline', { label: bar.getAttribute('aria-label') });
+  }).observe(document.body, { subtree: true, childList: true, characterData: true,
+                              attributes: true });
+}"""
+SUBMIT = """(text) => {
+  document.querySelector('#composer-input').value = text;
+  document.querySelector('#composer').requestSubmit();
+}"""
+
+
+def test_dual_arguments_show_live_in_the_conversation_timeline_and_detail(page: Page) -> None:
+    page.click("#new-session")
+    page.check("input[name=mode][value=dual_agent]", force=True)
+    page.click(".tab[data-view=timeline]")  # the waterfall redraws as the turn runs
+    page.evaluate(WATCH_ARGUMENTS)
+    page.evaluate(SUBMIT, PROMPT)
+    expect(page.locator("#messages .stats")).to_have_count(2, timeout=30_000)
+    expect(page.locator("#status")).to_have_text("live", timeout=30_000)
+
+    seen: dict[str, Any] = page.evaluate("() => window.__seen")
+    # Shown while the turn still ran: from the live stream, not from a reload.
+    assert seen["conversation"]["status"] == "running"
+    assert '"start_at"' in seen["conversation"]["args"]
+    assert seen["conversation"]["resolvedBy"] == "argument_generation"
+    assert seen["timeline"]["status"] == "running"
+    assert "calendar.schedule.create" in seen["timeline"]["label"]
+    page.locator(".wf-row-tool", has_text="calendar.schedule.create").locator(".wf-bar").click()
+    detail = page.locator("#detail")
+    expect(detail).to_contain_text('"start_at"')
+    expect(detail).to_contain_text("an argument generation call")
+    page.locator(".wf-bar.wf-fallback").click()
+    expect(detail).to_contain_text('"start_at"')
+    page.click(".tab[data-view=lab]")
+    calendar = page.locator(".call", has_text="calendar.schedule.create")
+    live_args = calendar.locator(".call-args").text_content()
+    assert live_args and '"start_at"' in live_args
+
+    reopened(page)
+
+    calendar = page.locator(".call", has_text="calendar.schedule.create")
+    expect(calendar.locator(".call-args")).to_have_text(live_args)
+    expect(calendar).to_have_attribute("data-resolved-by", "argument_generation")
+
+
+@pytest.fixture
+def failing_lab(tmp_path: Path) -> Iterator[ServedLab]:
+    """A lab whose model endpoint answers the first request with HTTP 503."""
+    with SSETranscriptServer() as model:
+        model.add(ScriptedResponse.error(503, {"error": {"message": "overloaded"}}))
+        settings = LabSettings(
+            home=tmp_path / "home", base_url=model.base_url, model="scripted", max_retries=0
+        )
+        with served(settings) as srv:
+            yield srv
+
+
+def test_a_failed_turn_gives_the_same_reason_live_and_after_reload(
+    browser: Browser, failing_lab: ServedLab
+) -> None:
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.goto(failing_lab.base_url + "/")
+    expect(page.locator("#tool-list input")).not_to_have_count(0)
+    send(page, "Hello?")
+    expect(page.locator(".msg.error")).to_have_count(1, timeout=30_000)
+    expect(page.locator("#status")).to_have_text("live", timeout=30_000)
+    live = shown(page)
+
+    after = reopened(page)
+
+    assert after == live
+    [error] = live[0]["errors"]
+    assert error.startswith("turn failed: provider_error:http_503 — ")
+    assert "overloaded" in error
+    expect(page.locator(".msg.error")).to_have_attribute("data-reason", "provider_error:http_503")
+    page.context.close()

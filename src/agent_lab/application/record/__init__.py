@@ -14,6 +14,7 @@ from agent_lab.application.record.model import (
     FailureRecord,
     ModelCallRecord,
     RecordEntry,
+    RecoveredCallRecord,
     RequestRef,
     RoundRecord,
     ToolExecutionRecord,
@@ -24,6 +25,7 @@ from agent_lab.application.record.reading import (
     request_sent,
     session_records,
     turn_audits,
+    unreported_calls,
 )
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "LiveRecords",
     "ModelCallRecord",
     "RecordEntry",
+    "RecoveredCallRecord",
     "RequestRef",
     "RoundRecord",
     "ToolExecutionRecord",
@@ -44,4 +47,5 @@ __all__ = [
     "request_sent",
     "session_records",
     "turn_audits",
+    "unreported_calls",
 ]

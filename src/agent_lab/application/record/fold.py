@@ -7,9 +7,10 @@ store's audit rows. The same audits give the same record, field for field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agent_lab.application._recovery import NOT_EXECUTED_NOTE, UNKNOWN_NOTE
 from agent_lab.application.pricing import PriceTable
 from agent_lab.application.record._closing import close_turn, tool_failure_reason
 from agent_lab.application.record._costs import priced
@@ -20,6 +21,7 @@ from agent_lab.application.record.model import (
     FailureRecord,
     ModelCallRecord,
     RecordEntry,
+    RecoveredCallRecord,
     RequestRef,
     RoundRecord,
     ToolExecutionRecord,
@@ -34,11 +36,28 @@ SESSION_AUDITS = frozenset({"session_started", "session_finished"})
 closes its turn and is kept."""
 
 _TOOL_STATUS = {"success": "succeeded", "failed": "failed", "cancelled": "cancelled"}
+_RECOVERED_NOTES = {"unknown": UNKNOWN_NOTE, "not_executed": NOT_EXECUTED_NOTE}
 
 
 def belongs_to_turn(event: str, details: Details) -> bool:
     """Whether an audit is part of a turn's record."""
     return event not in SESSION_AUDITS or (event == "session_finished" and "status" in details)
+
+
+def restored_calls(event: str, details: Details) -> tuple[int, list[Details]] | None:
+    """A restore's ``session_started`` that reported interrupted calls: the turn they
+    were reported to (its first) and the calls; ``None`` for any other audit."""
+    calls = details.get("recovered_calls")
+    first = details.get("first_turn_index")
+    if event != "session_started" or not calls or not isinstance(first, int):
+        return None
+    return first, list(calls)
+
+
+def recovered_call(call: Details, seq: int | None = None) -> RecoveredCallRecord:
+    """One ``recovered_calls`` entry of an audit, with its readable note."""
+    note = _RECOVERED_NOTES.get(str(call.get("status")))
+    return RecoveredCallRecord.model_validate({**call, "seq": seq, "note": note})
 
 
 class TurnRecordBuilder:
@@ -55,6 +74,7 @@ class TurnRecordBuilder:
         self._rounds: dict[int, RoundRecord] = {}
         self._argument_requests: dict[str, RequestRef] = {}
         self._handlers: dict[str, Callable[[int, int | None, Details], None]] = {
+            "turn_started": self._turn_started,
             "chat_round_started": self._round_started,
             "chat_agent_request": self._chat_request,
             "chat_event_detected": self._event_detected,
@@ -85,6 +105,12 @@ class TurnRecordBuilder:
         if handler is not None:
             handler(seq, at, details)
 
+    def recovered(self, calls: Sequence[Details], seq: int | None = None) -> None:
+        """Calls of interrupted batches this turn reported to the model: the
+        ``recovered_calls`` of its ``turn_started`` audit (``seq``) or of the
+        ``session_started`` audit of the restore before it (no ``seq``)."""
+        self._record.recovered_calls += [recovered_call(call, seq) for call in calls]
+
     def know_user_message(self, text: str | None) -> None:
         """The turn's user message from its stored row, when no request audit had it."""
         if self._record.user_message is None:
@@ -112,6 +138,9 @@ class TurnRecordBuilder:
             self._record.round_count = max(self._record.round_count, round_index)
         return found
 
+    def _turn_started(self, seq: int, at: int | None, d: Details) -> None:
+        self.recovered(d.get("recovered_calls") or [], seq)
+
     def _round_started(self, seq: int, at: int | None, d: Details) -> None:
         self._record.mode = d.get("tool_invocation_mode", self._record.mode)
         self._round(d["round_index"], seq).offered_events = list(d.get("events_enabled", []))
@@ -136,8 +165,8 @@ class TurnRecordBuilder:
         )
         self._add_call(call)
         self._round(round_index, seq).model_call = key
-        if round_index == 1 and messages and messages[-1].get("role") == "user":
-            self._record.user_message = messages[-1].get("content")
+        if round_index == 1:
+            self._record.user_message = _user_message(messages) or self._record.user_message
 
     def _add_call(self, call: ModelCallRecord) -> None:
         self._calls[call.metric_key] = call
@@ -355,6 +384,16 @@ def _stream_ms(
         return round(max(0.0, total - first_chunk), 3)
     if ttft is not None and latency is not None:
         return float(max(0, latency - ttft))
+    return None
+
+
+def _user_message(messages: Sequence[Details]) -> str | None:
+    """The user's message of a turn's first request: its last user message that is
+    not the event agent's results (a recovery note may follow the user's message)."""
+    for message in reversed(messages):
+        if message.get("role") == "user" and not message.get("name"):
+            content = message.get("content")
+            return content if isinstance(content, str) else None
     return None
 
 

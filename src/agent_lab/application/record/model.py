@@ -164,6 +164,33 @@ class ToolExecutionRecord(_Part):
     failure_reason: str | None = None
 
 
+RecoveredStatus = Literal["succeeded", "failed", "unknown", "not_executed"]
+"""What the effect ledger knew of a call of an interrupted batch (DESIGN.md §9.4)."""
+
+
+class RecoveredCallRecord(_Part):
+    """A call of an earlier, interrupted batch that this turn reported to the model.
+
+    ``unknown`` (dispatched, no outcome: it may have run) and ``not_executed`` (intent
+    only) are uncertain effects; the lab shows the call so wherever it appears.
+    """
+
+    seq: int | None
+    """The ``seq`` of the ``turn_started`` audit that listed it; ``None`` when the
+    ``session_started`` audit of a restore did (it is not part of a turn)."""
+    batch_id: str
+    turn_index: int
+    """The turn the call ran in (an earlier one)."""
+    round_index: int
+    event_id: str
+    event_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    status: RecoveredStatus
+    idempotency_key: str | None = None
+    note: str | None = None
+    """``outcome unknown — check before repeating`` or ``not executed — …``."""
+
+
 class RoundRecord(_Part):
     seq: int
     round_index: int
@@ -213,5 +240,7 @@ class TurnRecord(_Part):
     events: list[EventRecord] = Field(default_factory=list)
     tool_executions: list[ToolExecutionRecord] = Field(default_factory=list)
     failures: list[FailureRecord] = Field(default_factory=list)
+    recovered_calls: list[RecoveredCallRecord] = Field(default_factory=list)
+    """Calls of earlier interrupted batches this turn gave back to the model."""
     cost: CostSummary = Field(default_factory=CostSummary)
     entries: list[RecordEntry] = Field(default_factory=list)

@@ -11,9 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from agent_lab.application._recovery import recovery_from_batches
 from agent_lab.application.pricing import PriceTable
-from agent_lab.application.record.fold import TurnRecordBuilder, belongs_to_turn
-from agent_lab.application.record.model import RequestRef, TurnRecord
+from agent_lab.application.record.fold import (
+    TurnRecordBuilder,
+    belongs_to_turn,
+    recovered_call,
+    restored_calls,
+)
+from agent_lab.application.record.model import RecoveredCallRecord, RequestRef, TurnRecord
 
 _CLOSED_STATES = frozenset({"completed", "terminated", "failed", "cancelled"})
 INTERRUPTED_MESSAGE = "the runtime running this turn stopped before the turn ended"
@@ -40,17 +46,22 @@ def session_records(
         prices: Prices the calls; without one every cost is unknown.
     """
     builders: dict[int, TurnRecordBuilder] = {}
+    restored: dict[int, list[Mapping[str, Any]]] = {}
 
     def builder(turn_index: int) -> TurnRecordBuilder:
         if turn_index not in builders:
             builders[turn_index] = TurnRecordBuilder(
                 turn_index, session_id=session_id, prices=prices
             )
+            builders[turn_index].recovered(restored.pop(turn_index, []))
         return builders[turn_index]
 
     for row in audits:
         turn_index, event, details = row.get("turn_index"), row["event"], row["details"]
-        if turn_index is not None and belongs_to_turn(event, details):
+        reported = restored_calls(event, details)
+        if reported is not None:
+            restored.setdefault(reported[0], []).extend(reported[1])
+        elif turn_index is not None and belongs_to_turn(event, details):
             builder(int(turn_index)).add(event, details)
     for turn in turns:
         status, found = turn.get("status"), builder(int(turn["turn_index"]))
@@ -62,6 +73,14 @@ def session_records(
         if index < last and not found.closed:  # a later turn ran: this one never will end
             found.close("failed", "interrupted", INTERRUPTED_MESSAGE)
     return [builders[index].build() for index in sorted(builders)]
+
+
+def unreported_calls(batches: Iterable[Mapping[str, Any]]) -> list[RecoveredCallRecord]:
+    """The calls of interrupted batches that no turn has reported to the model yet
+    (``list_unreported_batches`` rows): what the next turn will report, as the store's
+    effect ledger knows it now (``seq`` ``None``)."""
+    recovery = recovery_from_batches(dict(batch) for batch in batches)
+    return [recovered_call(entry) for entry in recovery.audit_entries()]
 
 
 def turn_audits(audits: Iterable[Mapping[str, Any]], turn_index: int) -> list[Mapping[str, Any]]:
@@ -97,6 +116,7 @@ class LiveRecords:
         self._session_id: str | None = None
         self._current: int | None = None
         self._builders: dict[int, TurnRecordBuilder] = {}
+        self._restored: dict[int, list[Mapping[str, Any]]] = {}
 
     def feed(self, message: Mapping[str, Any]) -> int | None:
         """Take one output message; returns the turn index its audit went to, if any."""
@@ -106,6 +126,9 @@ class LiveRecords:
         if event == "session_started":
             self._session_id = details.get("session_id")
             self._current = details.get("first_turn_index")
+            found = restored_calls(event, details)
+            if found is not None:
+                self._restored.setdefault(found[0], []).extend(found[1])
         elif event == "turn_started":
             self._current = details["turn_index"]
         if self._current is None or not belongs_to_turn(event, details):
@@ -114,12 +137,19 @@ class LiveRecords:
             self._builders[self._current] = TurnRecordBuilder(
                 self._current, session_id=self._session_id, prices=self._prices
             )
+            self._builders[self._current].recovered(self._restored.pop(self._current, []))
         self._builders[self._current].add(event, details)
         return self._current
 
     def record(self, turn_index: int) -> TurnRecord:
         """The record of one turn so far."""
         return self._builders[turn_index].build()
+
+    def forget_before(self, turn_index: int) -> None:
+        """Drop the builders of the turns before this one (a long-lived session keeps
+        only the turns whose records can still change)."""
+        for index in [index for index in self._builders if index < turn_index]:
+            del self._builders[index]
 
     def records(self) -> list[TurnRecord]:
         return [self._builders[index].build() for index in sorted(self._builders)]

@@ -1,13 +1,15 @@
 """``agent-lab sessions show``: every turn with its rounds, tool calls and cost.
 
-Renders the turn records of ``agent_lab.interfaces.turn_views`` (and, with
-``--explain``, the three columns of ``agent_lab.interfaces.explain_view``).
+Renders the turn records (``TurnRecord`` as JSON values, read through
+``agent_lab.interfaces.turn_views``) and, with ``--explain``, the three columns of
+``agent_lab.interfaces.explain_view``. Calls of an interrupted batch that a later turn
+reported to the model (the record's ``recovered_calls``) are marked uncertain.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -28,6 +30,8 @@ _ROLE_LABELS = {
     "argument_generation": "argument generation",
 }
 _STATUS_STYLES = {"succeeded": "green", "failed": "red", "cancelled": "yellow", "running": "red"}
+UNCERTAIN_STATUSES = frozenset({"unknown", "not_executed"})
+"""Recovered calls whose effect the ledger could not confirm."""
 
 
 def usd(value: str | None) -> str:
@@ -35,16 +39,23 @@ def usd(value: str | None) -> str:
     return format_usd(None if value is None else Decimal(value))
 
 
-def cost_text(cost: Row) -> str:
-    """``$0.0012 (chat $0.001 · argument generation $0.0002)`` or ``unknown (…)``."""
+def cost_text(cost: Row, roles: Collection[str] | None = None) -> str:
+    """``$0.0012 (chat $0.001 · argument generation $0.0002)`` or ``unknown (…)``.
+
+    ``roles``: the roles that made calls (the split names only these); all by default.
+    """
     total = usd(cost.get("total_usd"))
     if cost.get("total_usd") is None and cost.get("unpriced_calls"):
         known = Decimal(cost.get("known_usd") or 0)
         calls = cost["unpriced_calls"]
         total = "unknown" if not known else f"≥ {format_usd(known)}"
         total += f" ({calls} call{'s' if calls != 1 else ''} unpriced)"
-    roles = cost.get("by_role") or {}
-    split = " · ".join(f"{_ROLE_LABELS.get(r, r)} {usd(v)}" for r, v in roles.items())
+    parts = cost.get("by_role") or {}
+    split = " · ".join(
+        f"{_ROLE_LABELS.get(r, r)} {usd(v)}"
+        for r, v in parts.items()
+        if roles is None or r in roles
+    )
     return f"{total} — {split}" if split else total
 
 
@@ -70,17 +81,41 @@ def turn_cost_note(
 
 def print_turns(console: Console, records: Sequence[Row], session_cost: Row) -> None:
     """Every turn: user text, rounds (text, tool calls, results), failure, cost."""
+    recovered = recovered_calls(records)
     for record in records:
-        _print_turn(console, record)
-    console.print(Text(f"session cost: {cost_text(session_cost)}", style="bold"))
+        _print_turn(console, record, recovered)
+    roles = set().union(*(_roles(record) for record in records))
+    console.print(Text(f"session cost: {cost_text(session_cost, roles)}", style="bold"))
 
 
-def _print_turn(console: Console, record: Row) -> None:
+def recovered_calls(records: Sequence[Row]) -> dict[tuple[int, int, str], Row]:
+    """The calls later turns reported as recovered, by ``(turn, round, event id)``."""
+    found: dict[tuple[int, int, str], Row] = {}
+    for record in records:
+        for call in record.get("recovered_calls") or []:
+            found[(call["turn_index"], call["round_index"], call["event_id"])] = call
+    return found
+
+
+def _roles(record: Row) -> set[str]:
+    """The cost roles of a turn's calls (a follow-up is a chat call too)."""
+    roles: set[str] = set()
+    for call in record["model_calls"]:
+        roles.add(str(call["role"]))
+        if call["role"] == "follow_up":
+            roles.add("chat")
+    return roles
+
+
+def _print_turn(
+    console: Console, record: Row, recovered: Mapping[tuple[int, int, str], Row]
+) -> None:
     status = str(record["status"])
     console.rule(f"turn {record['turn_index']} · {status}")
     console.print(Text.assemble(("you› ", "bold cyan"), str(record.get("user_message") or "")))
-    tools = {tool["event_id"]: tool for tool in record["tool_executions"]}
-    events = {event["event_id"]: event for event in record["events"]}
+    turn = int(record["turn_index"])
+    tools = {(t["round_index"], t["event_id"]): t for t in record["tool_executions"]}
+    events = {(e["round_index"], e["event_id"]): e for e in record["events"]}
     calls = record["model_calls"]
     for entry in record["rounds"]:
         index = entry["round_index"]
@@ -89,18 +124,41 @@ def _print_turn(console: Console, record: Row) -> None:
         if said.strip():
             console.print(Text.assemble(("  assistant› ", "bold green"), said))
         for event_id in entry["event_ids"]:
-            _print_tool(console, tools.get(event_id), events.get(event_id), event_id)
+            key = (index, event_id)
+            uncertain = recovered.get((turn, index, event_id))
+            _print_tool(console, tools.get(key), events.get(key), event_id, uncertain)
         for call in (c for c in calls if c["round_index"] == index):
             console.print(Text(f"  {_call_line(call)}", style="dim"))
     failure = record.get("failure")
     if failure:
         console.print(Text(f"  ✗ {failure['reason']}: {failure['message']}", style="bold red"))
-    console.print(Text(f"  turn cost: {cost_text(record['cost'])}", style="dim"))
+    for call in record.get("recovered_calls") or []:
+        console.print(Text(f"  ⚠ recovered {_recovered_line(call)}", style="bold yellow"))
+    console.print(Text(f"  turn cost: {cost_text(record['cost'], _roles(record))}", style="dim"))
 
 
-def _print_tool(console: Console, tool: Row | None, event: Row | None, event_id: str) -> None:
+def _recovered_line(call: Row) -> str:
+    where = f"turn {call['turn_index']} round {call['round_index']}"
+    return f"{call['event_name']} {call['event_id']} ({where}): {_outcome(call)}"
+
+
+def _outcome(call: Row) -> str:
+    return str(call.get("note") or call["status"])
+
+
+def _print_tool(
+    console: Console,
+    tool: Row | None,
+    event: Row | None,
+    event_id: str,
+    uncertain: Row | None = None,
+) -> None:
     name = (tool or event or {}).get("event_name") or "?"
     status = str((tool or {}).get("status") or "unknown")
+    if uncertain is not None and uncertain["status"] in UNCERTAIN_STATUSES:
+        status = f"uncertain: {_outcome(uncertain)}"
+    elif uncertain is not None:  # it ran: the ledger recorded its result
+        status = f"{uncertain['status']} (recorded before the interruption)"
     console.print(
         Text.assemble(
             ("  ⚡ ", "cyan"),
@@ -109,7 +167,11 @@ def _print_tool(console: Console, tool: Row | None, event: Row | None, event_id:
             (status, _STATUS_STYLES.get(status, "")),
         )
     )
-    console.print(Text(f"    arguments: {_arguments(tool, event)}"))
+    arguments = _arguments(tool, event)
+    dispatched = (uncertain or {}).get("arguments")
+    if arguments.startswith("not recorded") and dispatched:
+        arguments = f"{short(json.dumps(dispatched, ensure_ascii=False))} (in the effect ledger)"
+    console.print(Text(f"    arguments: {arguments}"))
     result = (tool or {}).get("result")
     if result is not None:
         console.print(Text(f"    result: {short(_text(result))}", style="magenta"))

@@ -77,3 +77,13 @@ class UserMessageFrame(TypedDict):
     type: Literal["user_message"]
     turn_index: int | None
     content: str
+
+
+class TurnRecordFrame(TypedDict):
+    """The hub's own frame: a turn's record so far (``TurnRecord`` as JSON values),
+    after each audit that changes it; the page renders a turn from it, live as when
+    reopened."""
+
+    type: Literal["turn_record"]
+    turn_index: int
+    record: dict[str, Any]

@@ -1,7 +1,9 @@
 """Live sessions of the web lab: runtimes owned by the server, not by any socket.
 
 A ``LiveSession`` runs one ``DebugRuntime.session()`` handle and a pump task that
-iterates its output, stamps every message with a per-session ``offset``, keeps the
+iterates its output (adding each turn's record as it grows, folded by
+``record_frames``: ``turn_record`` frames), stamps every message with a per-session
+``offset``, keeps the
 last frames in a bounded replay buffer and fans each frame out to the subscribed
 connections (``frames.py``). Fan-out never
 waits: every connection has a bounded ``Outbox``; when one is full, that connection
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 
 from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.pricing import PriceTable
 from agent_lab.application.protocol import OutputMessage
 from agent_lab.application.runtime import DebugRuntime, RuntimeSession
 from agent_lab.domain.errors import SessionNotFound
@@ -33,11 +36,13 @@ from agent_lab.interfaces.web.frames import (
     Frame,
     Outbox,
     Replay,
+    TurnRecordFrame,
     UserMessageFrame,
     dumps,
 )
 from agent_lab.interfaces.web.options import WebOptions
 from agent_lab.interfaces.web.protocol import ConnectionOverride
+from agent_lab.interfaces.web.record_frames import RecordFeed
 
 __all__ = [
     "CLOSE_SLOW_CONSUMER",
@@ -72,8 +77,10 @@ class LiveSession:
         first_turn: int,
         options: WebOptions,
         owned_client: OpenAICompatibleChatClient | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         self.session_id = session_id
+        self._records = RecordFeed(prices)
         self.runtime = runtime
         self.stream_id = stream_id
         self._options = options
@@ -237,6 +244,9 @@ class LiveSession:
             self._emit({"type": "user_message", "turn_index": turn_index, "content": content})
             self._turn = turn_index if isinstance(turn_index, int) else self._boundary_turn
         frame = self._emit(message)
+        record = self._records.after(message)
+        if record is not None:
+            self._emit(record)
         kind = message["type"]
         if kind in ("turn_completed", "error") and self._turn is not None:
             self._boundary_turn = self._turn + 1
@@ -246,7 +256,7 @@ class LiveSession:
         elif kind == "done":
             self._ending = True
 
-    def _emit(self, message: OutputMessage | UserMessageFrame) -> Frame:
+    def _emit(self, message: OutputMessage | UserMessageFrame | TurnRecordFrame) -> Frame:
         frame = Frame(self._next_offset, dumps({"offset": self._next_offset, "message": message}))
         self._next_offset += 1
         self._buffer.append(frame)
@@ -336,6 +346,7 @@ class SessionHub:
             first_turn=first_turn,
             options=self.options,
             owned_client=client,
+            prices=self.lab.prices,
         )
 
     def _client_for(

@@ -11,7 +11,8 @@ Client → server (JSON objects):
 * ``{"type": "drop_queued"}`` — drop the user turns waiting behind the running one.
 
 Server → client: stream frames ``{"offset": n, "message": {...}}`` carrying the
-runtime's output protocol (plus ``user_message`` frames the hub adds), and control
+runtime's output protocol (plus the ``user_message`` and ``turn_record`` frames the
+hub adds), and control
 frames without an offset: ``attached``, ``history``, ``detached``, ``cancelled``,
 ``queued``, ``dropped``, ``deleted``, ``error``.
 """

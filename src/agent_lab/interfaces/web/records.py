@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from agent_lab.application.pricing import PriceTable, cost_breakdown
+from agent_lab.application.record import unreported_calls
 from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.errors import SessionNotFound
@@ -54,7 +55,9 @@ def session_record(
     audit_after: int = 0,
     prices: PriceTable | None = None,
 ) -> dict[str, Any]:
-    """A session's transcript, audit trail (with offsets), per-turn metrics and usage.
+    """A session's transcript, audit trail (with offsets), per-turn metrics and usage,
+    its turn ``records`` (what the page renders a turn from) and ``unreported_calls``:
+    calls of interrupted batches that the next turn will report (uncertain effects).
 
     Args:
         store: Where the session lives.
@@ -85,9 +88,11 @@ def session_record(
         turn_rows = turn_records(store, session_id, prices)
         if before_turn is not None:
             turn_rows = [row for row in turn_rows if row["turn_index"] < before_turn]
+    unreported = unreported_calls(store.list_unreported_batches(session_id))
     return {
         "session": session,
         "records": turn_rows,
+        "unreported_calls": [call.model_dump(mode="json") for call in unreported],
         "messages": messages,
         "audit": [{"offset": audit["id"], **audit} for audit in audits],
         "turns": turns,

@@ -8,7 +8,7 @@ import { Conversation } from "./conversation.js";
 import { openExplain } from "./explain.js";
 import { $, h, ms, num, shortId, toast } from "./dom.js";
 import { budgetNotice, budgetSpent, clearFieldErrors, LiveFigures, QueuedMessages, showFieldError } from "./feedback.js";
-import { groupAudits } from "./history.js";
+import { groupAudits, recordsByTurn } from "./records.js";
 import { matches, renderSessions } from "./sessions.js";
 import { SessionSocket } from "./socket.js";
 import { renderTimeline } from "./timeline-view.js";
@@ -26,6 +26,7 @@ const state = {
   socket: null,
   phase: "idle",
   audits: new Map(),
+  records: new Map(),
   liveTurn: null,
   record: null,
   applyConfig: false,
@@ -157,6 +158,7 @@ function connectSession(sessionId, firstMessage = "") {
 function resetSessionView(sessionId) {
   state.sessionId = sessionId;
   state.audits = new Map();
+  state.records = new Map();
   state.liveTurn = null;
   state.record = null;
   state.timelineTurn = null;
@@ -257,6 +259,7 @@ function handleControl(frame) {
 function loadHistory(record, truncated) {
   conversation.reset();
   state.audits = record ? groupAudits(record.audit || []) : new Map();
+  state.records = recordsByTurn(record?.records);
   state.liveTurn = null;
   state.record = record;
   if (!record) return;
@@ -280,6 +283,11 @@ function handleMessage(message) {
       break;
     case "audit":
       onAudit(message);
+      break;
+    case "turn_record":
+      state.records.set(message.turn_index, message.record);
+      conversation.applyTurnRecord(message.record);
+      queueTimeline();
       break;
     case "message_delta":
       conversation.delta(message.content);
@@ -336,6 +344,14 @@ async function refreshRecord() {
     const record = await api(`/api/sessions/${encodeURIComponent(state.sessionId)}`);
     if (record.session.id !== state.sessionId) return;
     state.record = record;
+    // Closed turns as the store has them now (a turn a dead runtime left open is closed
+    // as interrupted once a later one ran), and calls the ledger holds as unreported.
+    for (const turn of record.records || []) {
+      if (turn.status === "running") continue;
+      state.records.set(turn.turn_index, turn);
+      conversation.applyTurnRecord(turn);
+    }
+    conversation.markUncertain(record.unreported_calls || []);
     showRecordSummary(record);
     queueTimeline();
   } catch (error) {

@@ -3,7 +3,7 @@
 // (`cold_start` on a call); cost shows when the record has it, "unknown" otherwise.
 
 import { h, ms, num, shortId } from "./dom.js";
-import { groupAudits } from "./history.js";
+import { groupAudits } from "./records.js";
 import { buildTimeline, renderWaterfall } from "./timeline.js";
 
 export function sessionOption(session) {
@@ -33,7 +33,8 @@ export function renderCompare(columns, records, turnIndex, onSelect) {
 
 function modelFor(record, turnIndex) {
   const audits = groupAudits(record.audit || []).get(turnIndex) || [];
-  return buildTimeline(audits, record.calls || [], turnIndex);
+  const turn = (record.records || []).find((entry) => entry.turn_index === turnIndex) || null;
+  return buildTimeline(audits, turn);
 }
 
 function header(record) {

@@ -1,8 +1,14 @@
 // The conversation view: user turns, streamed assistant text, collapsible tool calls
 // with their results, and per-round stats chips. Text only — never HTML.
+//
+// A reopened turn is drawn from its turn record alone; a live turn streams its text,
+// events and results as they come and takes the same record (`turn_record` frames) for
+// what only the record knows: the arguments the event agent resolved, statuses,
+// failure reasons, calls recovered after an interruption. Both go through
+// `applyTurnRecord`, so a turn looks the same live and after a reload.
 
 import { h, ms, num, parseJson, pretty } from "./dom.js";
-import { historyTurns } from "./history.js";
+import { callsOf, failureText, isUncertain, shownStatus, UNCERTAIN } from "./records.js";
 
 export class Conversation {
   constructor(root, emptyHint) {
@@ -20,35 +26,117 @@ export class Conversation {
     this.round = null;
   }
 
+  // A stored session: every turn from its record, then the calls the store's effect
+  // ledger still holds as unreported (uncertain until the next turn reports them).
   renderRecord(record) {
-    for (const turn of historyTurns(record)) {
-      this.user(turn.index, turn.user);
-      for (const round of turn.rounds) this.renderRound(round);
-      if (turn.extra.length) this.delta(turn.extra.join(" "));
-      if (turn.status === "failed" || turn.status === "cancelled") this.error(failureText(turn), turn.status);
-      this.round = null;
+    for (const turn of record.records || []) this.renderTurn(turn);
+    const unreported = record.unreported_calls || [];
+    this.markUncertain(unreported);
+    if (unreported.length) {
+      this.notice(`Interrupted before their outcome was known (the next turn tells the model): ${unreported.map(
+        (call) => `${call.event_name} (turn ${call.turn_index}) ${recoveredText(call)}`).join("; ")}`);
+      this.root.lastElementChild.classList.add("unreported");
     }
-    this.applyRecords(record.records || []);
     this.scroll(true);
   }
 
-  // The turn records know what the tool calls ran with: dual_agent arguments resolved
-  // after the event was shown, and how they were resolved.
-  applyRecords(records) {
-    for (const turn of records) {
-      for (const event of turn.events || []) {
-        const call = this.calls.get(event.event_id);
-        if (call) setArguments(call, event.arguments, event.resolved_by);
+  renderTurn(record) {
+    this.user(record.turn_index, record.user_message || "");
+    this.recoveredNotice(record);
+    for (const round of record.rounds || []) {
+      this.startRound(round.round_index);
+      for (const { event } of callsOf(record).filter((c) => c.event.round_index === round.round_index)) {
+        this.event({ id: event.event_id, name: event.event_name, arguments: event.arguments || {} });
+      }
+      if (round.status === "succeeded") this.stats(roundStats(record, round));
+    }
+    this.applyTurnRecord(record);
+    this.round = null;
+  }
+
+  // The record of a turn (live: so far; reopened: all of it) onto what is shown.
+  applyTurnRecord(record) {
+    const turn = this.turns.get(record.turn_index);
+    if (!turn) return;
+    this.recoveredNotice(record);
+    for (const { event, tool } of callsOf(record)) {
+      let call = this.calls.get(event.event_id);
+      if (!call) {
+        call = toolCall({ id: event.event_id, name: event.event_name, arguments: event.arguments || {} });
+        this.calls.set(event.event_id, call);
+        this.roundOf(turn, event.round_index).calls.append(call.el);
+      }
+      setArguments(call, tool?.arguments ?? event.arguments, event.resolved_by);
+      if (tool && !call.el.dataset.recovered) setExecution(call, tool);
+    }
+    this.sayRounds(turn, record);
+    if (record.status !== "running") this.closeTurn(turn, record);
+    this.markUncertain(record.recovered_calls || []);
+  }
+
+  // Each finished round says what the record says it said: the chat agent's words,
+  // then the runtime's own sentences (template confirmations, the farewell).
+  sayRounds(turn, record) {
+    for (const round of record.rounds || []) {
+      const said = round.text + (round.spoken || []).join("");
+      if (round.status !== "succeeded" && !said) continue; // cut off: keep what streamed
+      const entry = this.roundOf(turn, round.round_index);
+      if (entry.text.data !== said) entry.text.data = said;
+      entry.bubble.hidden = !said;
+      entry.bubble.classList.remove("streaming");
+    }
+  }
+
+  // A closed turn leaves no call running, and a failure gives its reason.
+  closeTurn(turn, record) {
+    if (record.failure && !turn.el.querySelector(".msg.error")) {
+      this.closeRunning(turn, record.status === "cancelled" ? "cancelled" : "failed");
+      turn.el.append(h("div", { class: "msg error", dataset: { reason: record.failure.reason } },
+        h("div", { class: "msg-text" }, failureText(record))));
+    }
+  }
+
+  recoveredNotice(record) {
+    const turn = this.turns.get(record.turn_index);
+    const calls = record.recovered_calls || [];
+    if (!turn || !calls.length || turn.el.querySelector(".recovered")) return;
+    turn.el.querySelector(".msg.user")?.after(h("div", { class: "notice recovered" },
+      "Given back to the model after an interruption: ",
+      calls.map((call, index) => [index ? "; " : "", `${call.event_name} (turn ${call.turn_index}) ${recoveredText(call)}`])));
+  }
+
+  // Calls of an interrupted batch, as the effect ledger knows them: those it could not
+  // confirm are shown as uncertain (not done, not cancelled: they may have run), those
+  // with a recorded result as done or failed (never cancelled: they ran).
+  markUncertain(calls) {
+    for (const entry of calls) {
+      const call = this.calls.get(entry.event_id);
+      if (!call) continue;
+      const uncertain = isUncertain(entry);
+      if (!uncertain && !RAN[entry.status]) continue;
+      call.el.dataset.status = uncertain ? "uncertain" : RAN[entry.status];
+      call.el.dataset.recovered = entry.status;
+      call.el.dataset.reason = `recovered:${entry.status}`;
+      call.status.textContent = recoveredText(entry);
+      call.status.title = entry.note || call.status.textContent;
+      if (call.el.dataset.result !== "shown") {
+        call.result.textContent = entry.note || "recorded before the interruption and given back to the model";
+      }
+      const args = entry.arguments || {};
+      if (!call.argsLine.textContent && Object.keys(args).length) {
+        call.argsLine.textContent = JSON.stringify(args);
+        call.argsPre.textContent = `${pretty(args)} (as the effect ledger recorded them)`;
       }
     }
   }
 
-  renderRound(round) {
-    this.startRound(round.index);
-    if (round.text) this.delta(round.text);
-    for (const event of round.events) this.event(event);
-    for (const [id, message] of round.results) this.toolResult({ ...message, tool_call_id: id });
-    if (round.stats) this.stats(round.stats);
+  // A round of a turn, made if it is not there yet; the round being streamed stays.
+  roundOf(turn, index) {
+    const [current, round] = [this.current, this.round];
+    this.current = turn;
+    const found = this.startRound(index);
+    [this.current, this.round] = [current, round];
+    return found;
   }
 
   user(index, text) {
@@ -101,6 +189,7 @@ export class Conversation {
   }
 
   event(event) {
+    if (this.calls.has(event.id)) return; // its turn record came first
     const round = this.round || this.startRound(this.nextRoundIndex());
     const call = toolCall(event);
     this.calls.set(event.id, call);
@@ -135,6 +224,7 @@ export class Conversation {
 
   error(message, status = "failed") {
     const turn = this.current;
+    if (turn?.el.querySelector(".msg.error")) return this.turnDone(); // the record said why
     this.closeRunning(turn, status === "cancelled" ? "cancelled" : "failed");
     const el = h("div", { class: "msg error" }, h("div", { class: "msg-text" }, message));
     (turn ? turn.el : this.root).append(el);
@@ -167,9 +257,22 @@ export class Conversation {
   }
 }
 
-function failureText(turn) {
-  if (turn.failure_reason) return `turn ${turn.status}: ${turn.failure_reason}${turn.failure_message ? ` — ${turn.failure_message}` : ""}`;
-  return `turn ${turn.status}`;
+const RAN = { succeeded: "done", failed: "error" };
+
+function recoveredText(call) {
+  if (call.status in UNCERTAIN) return `uncertain: ${UNCERTAIN[call.status]}`;
+  return `${RAN[call.status] || call.status} (recorded before the interruption)`;
+}
+
+function roundStats(record, round) {
+  const call = (record.model_calls || []).find((entry) => entry.metric_key === round.model_call);
+  const usage = call?.usage || {};
+  return {
+    round_index: round.round_index, ttft_ms: round.visible_ttft_ms, elapsed_ms: round.elapsed_ms,
+    prompt_tokens: usage.prompt_tokens ?? 0, completion_tokens: usage.completion_tokens ?? 0,
+    total_tokens: usage.total_tokens ?? 0, cached_tokens: usage.cached_tokens ?? 0,
+    had_event: (round.event_ids || []).length > 0,
+  };
 }
 
 function toolCall(event) {
@@ -208,10 +311,28 @@ function setArguments(call, args, resolvedBy) {
   call.el.dataset.resolvedBy = resolvedBy || "";
 }
 
+function setExecution(call, tool) {
+  const status = shownStatus(tool);
+  if (status === "running" && call.el.dataset.result === "shown") return; // its result came first
+  call.el.dataset.status = status;
+  call.el.dataset.reason = tool.failure_reason || "";
+  call.status.textContent = status === "running" ? "running…" : status;
+  if (tool.result !== null && tool.result !== undefined) {
+    call.result.textContent = pretty(tool.result);
+    call.el.dataset.result = "shown";
+  } else if (tool.result_capped) {
+    call.result.textContent = `${tool.result_capped.head}… (${num(tool.result_capped.original_chars)} characters, capped)`;
+    call.el.dataset.result = "shown";
+  } else if (status !== "running") {
+    call.result.textContent = `no result: ${tool.failure_reason || status}`;
+  }
+}
+
 function setResult(call, message) {
   const payload = parseJson(message.content);
   const failed = payload && typeof payload === "object" && !Array.isArray(payload) && "error" in payload;
   call.result.textContent = pretty(message.content);
+  call.el.dataset.result = "shown";
   call.status.textContent = failed ? "error" : "done";
   call.el.dataset.status = failed ? "error" : "done";
 }

@@ -22,7 +22,7 @@ export function renderTimeline(state) {
     $("#detail").dataset.for = shownFor;
   }
   const audits = state.audits.get(state.timelineTurn) || [];
-  const model = buildTimeline(audits, state.record?.calls || [], state.timelineTurn);
+  const model = buildTimeline(audits, state.records.get(state.timelineTurn) || null);
   renderWaterfall($("#timeline"), model, { onSelect: (item) => renderDetail($("#detail"), item) });
   const summary = turnSummary(state, state.timelineTurn);
   if (summary) $("#timeline").prepend(summary);

@@ -1,5 +1,8 @@
 // The turn waterfall: chat rounds, event-agent work, tool executions and argument
 // calls laid out on the turn's `turn_elapsed_ms` clock. Pure model + DOM renderer.
+// What a bar's detail says of a call (its arguments and how they were resolved, its
+// status, result and failure reason) comes from the turn record, live as reopened;
+// the audits give the clock and the requests as sent.
 
 import { h, ms, pretty } from "./dom.js";
 
@@ -13,16 +16,16 @@ const MARKERS = {
   turn_completed: "turn completed",
 };
 
-export function buildTimeline(audits, calls = [], turnIndex = null) {
+export function buildTimeline(audits, record = null) {
   const items = [];
   const markers = [];
   const at = (audit) => audit.details?.turn_elapsed_ms ?? 0;
   let end = 0;
   for (const audit of audits) if (!SESSION_EVENTS.has(audit.event)) end = Math.max(end, at(audit));
-  items.push(...chatRounds(audits, at, end));
+  items.push(...chatRounds(audits, at, end, record));
   items.push(...agentSpans(audits, at, end));
-  items.push(...toolBars(audits, at));
-  items.push(...argumentCalls(audits, calls, at, turnIndex));
+  items.push(...toolBars(audits, record, at, end));
+  items.push(...argumentCalls(record));
   for (const audit of audits) {
     if (MARKERS[audit.event]) markers.push({ at: at(audit), label: MARKERS[audit.event], audit });
   }
@@ -37,7 +40,7 @@ function byRound(audits, name) {
   return found;
 }
 
-function chatRounds(audits, at, end) {
+function chatRounds(audits, at, end, record) {
   const finished = byRound(audits, "chat_round_finished");
   const requests = byRound(audits, "chat_agent_request");
   const firstTokens = byRound(audits, "chat_message_stream_started");
@@ -50,7 +53,8 @@ function chatRounds(audits, at, end) {
     const item = bar("chat", `chat round ${r}`, at(started), stop ? at(stop) : end, 0);
     if (request && first) item.wait = { start: at(request), end: at(first) };
     item.live = !stop;
-    item.details = compact({ chat_agent_request: request, chat_agent_response: responses.get(r), chat_round_started: started, chat_round_finished: stop });
+    const round = (record?.rounds || []).find((entry) => entry.round_index === r);
+    item.details = compact({ round, chat_agent_request: request, chat_agent_response: responses.get(r), chat_round_started: started, chat_round_finished: stop });
     return item;
   });
 }
@@ -81,54 +85,61 @@ function agentSpans(audits, at, end) {
   return spans;
 }
 
-function toolBars(audits, at) {
-  const bars = [];
+// One bar per tool execution of the record: finished ones end at their batch's
+// results (and last their latency), running ones grow with the turn.
+function toolBars(audits, record, at, end) {
+  const finished = new Map();
   for (const audit of audits.filter((entry) => entry.event === "event_batch_results")) {
-    const stop = at(audit);
-    for (const result of audit.details.results || []) {
-      const latency = result.tool_latency_ms ?? 0;
-      const item = bar("tool", result.event_name, Math.max(0, stop - latency), stop, 2);
-      item.status = result.status;
-      const call = callOf(audits, result.event_id);
-      item.details = compact({ arguments: call.arguments, result: call.result, status: result, event_batch_results: audit });
-      bars.push(item);
-    }
+    for (const result of audit.details.results || []) finished.set(`${audit.details.round_index}:${result.event_id}`, { audit, result });
   }
-  return bars;
+  const events = new Map((record?.events || []).map((event) => [`${event.round_index}:${event.event_id}`, event]));
+  const entries = record?.entries || [];
+  return (record?.tool_executions || []).filter((tool) => !tool.deduplicated_from).map((tool) => {
+    const key = `${tool.round_index}:${tool.event_id}`;
+    const done = finished.get(key);
+    const stop = done ? at(done.audit) : end;
+    const begin = done ? Math.max(0, stop - (tool.latency_ms ?? 0)) : entries[tool.seq - 1]?.at_ms ?? 0;
+    const item = bar("tool", tool.event_name, begin, stop, 2);
+    item.status = tool.status === "succeeded" || tool.status === "running" ? "success" : tool.status;
+    item.live = tool.status === "running";
+    item.details = compact({
+      arguments: shownArguments(tool, events.get(key)),
+      result: tool.result ?? tool.result_capped,
+      execution: tool,
+      event_batch_results: done?.audit,
+    });
+    return item;
+  });
 }
 
-// The arguments a call ran with and the result it returned, found in the turn's audits:
-// the last object `{id: eventId, arguments}` and the `{tool_call_id: eventId, content}` reply.
-export function callOf(audits, eventId) {
-  const found = { arguments: null, result: null };
-  const visit = (value, depth) => {
-    if (!value || typeof value !== "object" || depth > 6) return;
-    if (Array.isArray(value)) return value.forEach((entry) => visit(entry, depth + 1));
-    if (value.id === eventId && value.arguments && typeof value.arguments === "object") {
-      const given = Object.keys(value.arguments).length > 0;
-      if (given || found.arguments === null) found.arguments = given ? value.arguments : "{} (none in the call; the event agent fills them in)";
-    }
-    if (value.tool_call_id === eventId && typeof value.content === "string") found.result = value.content;
-    for (const entry of Object.values(value)) visit(entry, depth + 1);
-  };
-  if (eventId) for (const audit of audits) visit(audit.details, 0);
-  return found;
+const RESOLVED_BY = {
+  model: "written by the chat model", resolver: "the tool's argument resolver",
+  argument_fallback: "an argument fallback call", argument_generation: "an argument generation call",
+  empty: "no arguments needed", not_resolved: "not resolved",
+};
+
+// The arguments a call ran with, and how they were resolved (dual_agent: by the event
+// agent, after the event was shown without any).
+export function shownArguments(tool, event) {
+  const values = tool?.arguments ?? event?.arguments ?? null;
+  const how = event?.resolved_by;
+  if (!how) return values ?? "not resolved yet (the event agent fills them in)";
+  const via = event.argument_call || event.resolver;
+  return { arguments: values, resolved_by: RESOLVED_BY[how] || how, ...(via ? { via } : {}) };
 }
 
-function argumentCalls(audits, calls, at, turnIndex) {
-  const requests = new Map();
-  for (const audit of audits) {
-    if (audit.event === "event_agent_request") requests.set(audit.details.round_index, audit);
-  }
-  return calls
-    .filter((call) => (call.call_kind === "argument_fallback" || call.call_kind === "argument_generation")
-      && (turnIndex === null || call.turn_index === turnIndex))
+function argumentCalls(record) {
+  const events = new Map((record?.events || []).map((event) => [event.event_id, event]));
+  return (record?.model_calls || [])
+    .filter((call) => call.role === "argument_fallback" || call.role === "argument_generation")
     .map((call) => {
-      const request = requests.get(call.round_index);
-      const start = request ? at(request) : 0;
-      const kind = call.call_kind === "argument_fallback" ? "fallback" : "arguments";
-      const item = bar("fallback", `${kind} · ${call.event_name}`, start, start + (call.latency_ms ?? 0), 3);
-      item.details = { call };
+      const event = events.get(call.event_id);
+      const start = call.started_ms ?? 0;
+      const stop = call.ended_ms ?? start + (call.timings?.latency_ms ?? 0);
+      const kind = call.role === "argument_fallback" ? "fallback" : "arguments";
+      const item = bar("fallback", `${kind} · ${event?.event_name ?? call.event_id}`, start, stop, 3);
+      item.status = call.status === "failed" ? "failed" : "success";
+      item.details = compact({ call, arguments: shownArguments(null, event) });
       return item;
     });
 }

@@ -1,0 +1,50 @@
+"""The session stream carries each turn's record as it grows (``turn_record`` frames):
+the arguments the event agent resolved appear as soon as its answer is audited, and the
+last frame of a turn is the record the store gives back when the session is reopened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_lab.interfaces.settings import LabSettings
+from tests.web.web_support import in_process, messages_of, receive_until, start_message
+
+WS = "ws://127.0.0.1/ws/sessions/"
+PROMPT = (
+    "Set the volume to 30 and schedule lunch with Sam tomorrow at noon Berlin time, "
+    "then look up SQLite WAL"
+)
+
+
+def _records(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in messages if m["type"] == "turn_record"]
+
+
+def test_the_stream_carries_the_growing_record_and_ends_with_the_stored_one(
+    settings: LabSettings,
+) -> None:
+    with in_process(settings) as (client, lab, _):
+        with client.websocket_connect(WS + "rec") as ws:
+            ws.send_json(start_message(lab, PROMPT, mode="dual_agent"))
+            messages = messages_of(receive_until(ws, "turn_completed"))
+        stored = client.get("/api/sessions/rec/records").json()["records"]
+        history = client.get("/api/sessions/rec").json()
+
+    frames = _records(messages)
+    assert frames and all(frame["turn_index"] == 1 for frame in frames)
+    assert frames[-1]["record"] == stored[0] == history["records"][0]
+    assert frames[-1]["record"]["status"] == "completed"
+    kinds = [m["type"] if m["type"] != "audit" else m["event"] for m in messages]
+    resolved = kinds.index("event_agent_response")
+    # The very next frame after the event agent's answer: its resolved arguments.
+    assert messages[resolved + 1]["type"] == "turn_record"
+    events = {e["event_name"]: e for e in messages[resolved + 1]["record"]["events"]}
+    calendar = events["calendar.schedule.create"]
+    assert calendar["resolved_by"] == "argument_generation"
+    assert "start_at" in calendar["arguments"]
+    assert resolved < kinds.index("event_batch_results") < kinds.index("turn_completed")
+    before = [f for f in frames if messages.index(f) < resolved]
+    assert all(e["arguments"] is None for f in before for e in f["record"]["events"]), (
+        "no arguments before the event agent resolved them"
+    )
+    assert history["unreported_calls"] == []
