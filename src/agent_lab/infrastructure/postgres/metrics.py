@@ -56,6 +56,7 @@ class MetricsRole(PgCore):
             (session_id, turn, event, pack(details, f"audit {event!r} details", packed, cache), now)
             for turn, event, details in records
         ]
+        written, cache.pending = cache.pending, {}
         last = 0
         with self._write() as conn:
             self.writable(conn, session_id)
@@ -67,7 +68,7 @@ class MetricsRole(PgCore):
                     row,
                 ).fetchone()
                 last = int(found[0]) if found is not None else last
-        cache.commit(packed)
+        cache.commit(packed, written)
         return last
 
     def list_audit_logs(
