@@ -58,17 +58,34 @@ test-scale: setup postgres
 ## The end-to-end tests on a real small model. Installing the extra builds llama.cpp
 ## from source (a few minutes) unless `make local-wheel` has already built the wheel.
 LOCAL_WHEELS ?= .local-wheels
+## llama.cpp's default build tunes for the building CPU (-march=native), and on some
+## virtual machines that picks instructions the CPU advertises but the VM refuses
+## (AMX, AVX-512: the server dies with SIGILL on its first request). On x86-64 the wheel
+## is built for AVX2/FMA/F16C instead, which runs on any x86-64-v3 CPU. Set CMAKE_ARGS
+## yourself to choose other flags.
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+else
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+endif
+export CMAKE_ARGS ?= $(LLAMA_CMAKE_ARGS)
 ## Only build the llama.cpp wheel into $(LOCAL_WHEELS), touching no environment (CI
 ## builds it in the background while the suite runs).
-local-wheel: $(STAMP)
-	@echo "==> building the llama.cpp wheel into $(LOCAL_WHEELS)"
-	@$(BIN)/python -m pip wheel --no-deps --progress-bar off -w $(LOCAL_WHEELS) \
+## --no-cache-dir: pip's wheel cache does not key on CMAKE_ARGS, so a cached wheel could
+## be one built with other flags.
+LOCAL_WHEEL_STAMP := $(LOCAL_WHEELS)/.built
+$(LOCAL_WHEEL_STAMP): | $(STAMP)
+	@echo "==> building the llama.cpp wheel into $(LOCAL_WHEELS) (CMAKE_ARGS=$(CMAKE_ARGS))"
+	@rm -rf $(LOCAL_WHEELS)
+	@$(BIN)/python -m pip wheel --no-cache-dir --no-deps --progress-bar off -w $(LOCAL_WHEELS) \
 		"$$($(BIN)/python scripts/extra-requirement local llama-cpp-python)"
+	@touch $(LOCAL_WHEEL_STAMP)
 
-$(LOCAL_STAMP): $(STAMP)
-	@echo "==> installing the local-model extra (builds llama.cpp once unless $(LOCAL_WHEELS) has it)"
-	@if ls $(LOCAL_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
-		$(PIP) $(LOCAL_WHEELS)/llama_cpp_python-*.whl; fi
+local-wheel: $(LOCAL_WHEEL_STAMP)
+
+$(LOCAL_STAMP): $(STAMP) $(LOCAL_WHEEL_STAMP)
+	@echo "==> installing the local-model extra with the llama.cpp wheel of $(LOCAL_WHEELS)"
+	@$(PIP) $(LOCAL_WHEELS)/llama_cpp_python-*.whl
 	@$(PIP) -e '.[dev,local]'
 	@touch $(LOCAL_STAMP)
 
