@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,16 @@ class WorkerLab:
         )
         self.lines: list[str] = []
         self.base = self._read_address()
+        # The lab's output is drained all along: a full pipe would block its workers'
+        # logging, and so the workers themselves.
+        self._drain = threading.Thread(target=self._read_rest, daemon=True)
+        self._drain.start()
         self._wait_ready()
+
+    def _read_rest(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
 
     def _read_address(self) -> str:
         assert self.process.stdout is not None
@@ -69,8 +79,8 @@ class WorkerLab:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
-        assert self.process.stdout is not None
-        return "".join(self.lines) + self.process.stdout.read()
+        self._drain.join(timeout=30)
+        return "".join(self.lines)
 
 
 def start(socket: ClientConnection, request: dict[str, Any], message: str) -> None:
