@@ -17,7 +17,7 @@ from typing import Any
 from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._chat_round import StreamedRound
-from agent_lab.application._persistence import BatchIntent
+from agent_lab.application._recording import BatchIntent
 from agent_lab.application._session_state import SessionState, TurnState
 from agent_lab.application._transcript import event_history
 from agent_lab.application.event_agent import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent_lab.application._persistence import Recorder
+from agent_lab.application._recording import Recorder
 from agent_lab.application._recovery import Recovery
 from agent_lab.application._restore import RowRepair
 from agent_lab.application._transcript import History, RequestPrefix

@@ -1,0 +1,152 @@
+"""The recorder port a turn writes through, what a batch journals first, and the
+recorder of a session without a store.
+
+``SessionRecorder`` (``_persistence``) writes to a ``SessionStore``; ``NullRecorder``
+writes nothing and keeps only the effect ledger in memory, so the engine never asks
+whether a store is attached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agent_lab.application._recovery import MemoryLedger, Recovery
+from agent_lab.application.contracts import ToolInvocationMode
+from agent_lab.application.events import idempotency_key
+from agent_lab.application.session_store import CallMetric, CallStatus
+from agent_lab.domain.errors import AgentLabError, PersistenceFailed
+from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.messages import ChatMessage
+
+
+class Recorder(Protocol):
+    """The durable writes a turn makes (``SessionRecorder``, or ``NullRecorder``)."""
+
+    @property
+    def persistent(self) -> bool:
+        """True when writes reach a store (provider TTFT is then measured for it)."""
+        ...
+
+    def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None: ...
+
+    async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None: ...
+
+    async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None: ...
+
+    async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str: ...
+
+    async def mark_dispatched(
+        self, batch_id: str, event_id: str, arguments: dict[str, Any]
+    ) -> None: ...
+
+    async def record_result(
+        self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
+    ) -> None: ...
+
+    async def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None: ...
+
+    async def abandon_batch(self, batch_id: str) -> None: ...
+
+    async def unreported(self) -> Recovery:
+        """Interrupted batches the model has not been told about (none without a store)."""
+        ...
+
+    async def finish_turn(
+        self,
+        turn_index: int,
+        metrics: list[CallMetric],
+        *,
+        status: str,
+        wall_time_ms: int,
+        round_count: int,
+        failure: AgentLabError | None = None,
+        recovered: tuple[str, ...] = (),
+    ) -> None:
+        """Close the turn; ``recovered`` batches were reported to the model in it."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def claim_lost(self) -> PersistenceFailed:
+        """Returns once another runtime has taken the session over (never without a store)."""
+        ...
+
+
+@dataclass(frozen=True)
+class BatchIntent:
+    """What the journal records before any tool of a batch starts (DESIGN.md §9)."""
+
+    scope: str
+    mode: ToolInvocationMode
+    events: list[ToolCallEvent]
+    assistant: ChatMessage | None
+    """Direct mode: the assistant tool-call message, pending until the batch commits."""
+    visible: list[ChatMessage]
+    """Dual mode: the round's visible assistant text, pending until the batch commits."""
+
+
+class NullRecorder:
+    """A session without a store: every write succeeds and keeps nothing durable; only
+    the effect ledger lives on in memory, so a lost batch still reaches the next turn.
+
+    It holds that session's ledger, so each session gets its own recorder."""
+
+    persistent = False
+
+    def __init__(self) -> None:
+        self._ledger = MemoryLedger()
+
+    def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
+        return None
+
+    async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
+        return None
+
+    async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
+        return None
+
+    async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str:
+        keyed = [(event, idempotency_key(batch.scope, event.id)) for event in batch.events]
+        self._ledger.open(batch.scope, turn_index, round_index, keyed)
+        return batch.scope
+
+    async def mark_dispatched(
+        self, batch_id: str, event_id: str, arguments: dict[str, Any]
+    ) -> None:
+        self._ledger.dispatched(batch_id, event_id, arguments)
+
+    async def record_result(
+        self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
+    ) -> None:
+        self._ledger.landed(batch_id, event_id, status, result)
+
+    async def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None:
+        self._ledger.commit(batch_id)
+
+    async def abandon_batch(self, batch_id: str) -> None:
+        self._ledger.abandon(batch_id)
+
+    async def unreported(self) -> Recovery:
+        return self._ledger.unreported()
+
+    async def finish_turn(
+        self,
+        turn_index: int,
+        metrics: list[CallMetric],
+        *,
+        status: str,
+        wall_time_ms: int,
+        round_count: int,
+        failure: AgentLabError | None = None,
+        recovered: tuple[str, ...] = (),
+    ) -> None:
+        self._ledger.reported(recovered)
+
+    async def close(self) -> None:
+        return None
+
+    async def claim_lost(self) -> PersistenceFailed:
+        never: asyncio.Future[PersistenceFailed] = asyncio.get_running_loop().create_future()
+        return await never
