@@ -10,31 +10,26 @@ turn that never finished) are ``list_unreported_batches`` until ``mark_reported`
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any, Final, get_args
+from typing import Any
 
-from agent_lab.application.events import idempotency_key
 from agent_lab.application.session_store import BatchIntent, BatchJournal, BatchState, CallStatus
 from agent_lab.domain.errors import UsageError
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite.connection import StoreCore
-from agent_lab.infrastructure.sqlite.records import (
-    check_unique_events,
-    dumps,
-    message_json,
-    new_id,
-    now_iso,
-    rendered_journal_message,
-)
+from agent_lab.infrastructure.sqlite.records import dumps, message_json, now_iso
 from agent_lab.infrastructure.sqlite.rows import insert_messages, message_fields, require_session
-
-CALL_STATUSES: Final = get_args(CallStatus)
-ABANDON_STATES: Final = ("cancelled", "failed")
-_BATCH_COLUMNS: Final = (
-    "b.id, b.session_id, b.turn_index, b.round_index, b.scope, b.mode, b.state,"
-    " b.assistant, b.created_at, b.finished_at, b.reported_turn"
+from agent_lab.infrastructure.store_common.journal import (
+    BATCH_COLUMNS,
+    CALL_COLUMNS,
+    batch_dict,
+    check_abandon_state,
+    check_call_status,
+    check_pending,
+    opened_batch,
+    rendered_batch,
+    unknown_batch,
 )
 
 
@@ -51,36 +46,22 @@ class JournalRole(StoreCore, BatchJournal):
         Raises:
             UsageError: two events share an id.
         """
-        check_unique_events(intent.events)
-        batch_id = new_id()
-        assistant = None if intent.assistant is None else message_json(intent.assistant)
-        calls = [
-            (
-                batch_id,
-                position,
-                dumps(event.model_dump(), f"tool call {event.id!r}"),
-                event.id,
-                idempotency_key(intent.scope, event.id),
-            )
-            for position, event in enumerate(intent.events)
-        ]
-        visible = [message_fields(message) for message in intent.visible]
-        batch = (batch_id, session_id, intent.turn_index, intent.round_index, intent.scope)
+        opened = opened_batch(session_id, intent)
         with self._write() as conn:
             self.writable(conn, session_id)
             conn.execute(
                 "INSERT INTO tool_batches (id, session_id, turn_index, round_index, scope,"
                 " mode, state, assistant, created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
-                (*batch, intent.mode, assistant, now_iso()),
+                (*opened.batch, now_iso()),
             )
             conn.executemany(
                 "INSERT INTO tool_calls (batch_id, position, event, event_id,"
                 " idempotency_key, state) VALUES (?, ?, ?, ?, ?, 'pending')",
-                calls,
+                opened.calls,
             )
-            if visible:
-                insert_messages(conn, session_id, intent.turn_index, visible)
-        return batch_id
+            if opened.visible:
+                insert_messages(conn, session_id, intent.turn_index, opened.visible)
+        return opened.batch_id
 
     def record_result(
         self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
@@ -91,8 +72,7 @@ class JournalRole(StoreCore, BatchJournal):
             UsageError: unknown batch or event, a bad status, or the batch is no longer
                 pending.
         """
-        if status not in CALL_STATUSES:
-            raise UsageError(f"call status must be one of {CALL_STATUSES}, not {status!r}")
+        check_call_status(status)
         result_json = message_json(result)
         with self._write() as conn:
             self._pending_batch(conn, batch_id, "record a result in")
@@ -148,8 +128,7 @@ class JournalRole(StoreCore, BatchJournal):
         Raises:
             UsageError: unknown batch, or ``state`` is not ``cancelled`` / ``failed``.
         """
-        if state not in ABANDON_STATES:
-            raise UsageError(f"a batch can be abandoned as {ABANDON_STATES}, not {state!r}")
+        check_abandon_state(state)
         with self._write() as conn:
             session_id, current = _batch_row(conn, batch_id)
             self.fence(conn, session_id)
@@ -161,7 +140,7 @@ class JournalRole(StoreCore, BatchJournal):
         with self._read() as conn:
             require_session(conn, session_id)
             batches = conn.execute(
-                f"SELECT {_BATCH_COLUMNS} FROM tool_batches AS b"
+                f"SELECT {BATCH_COLUMNS} FROM tool_batches AS b"
                 " WHERE b.session_id = ? ORDER BY b.seq",
                 (session_id,),
             ).fetchall()
@@ -176,7 +155,7 @@ class JournalRole(StoreCore, BatchJournal):
         with self._read() as conn:
             require_session(conn, session_id)
             batches = conn.execute(
-                f"SELECT {_BATCH_COLUMNS} FROM tool_batches AS b"
+                f"SELECT {BATCH_COLUMNS} FROM tool_batches AS b"
                 " WHERE b.session_id = ? AND b.reported_turn IS NULL AND b.state != 'pending'"
                 " AND (b.state != 'committed' OR EXISTS (SELECT 1 FROM turns AS t"
                 "  WHERE t.session_id = b.session_id AND t.turn_index = b.turn_index"
@@ -205,10 +184,9 @@ class JournalRole(StoreCore, BatchJournal):
             "SELECT session_id, turn_index, state FROM tool_batches WHERE id = ?", (batch_id,)
         ).fetchone()
         if row is None:
-            raise UsageError(f"unknown tool batch {batch_id!r}")
+            raise unknown_batch(batch_id)
         self.fence(conn, str(row[0]))
-        if row[2] != "pending":
-            raise UsageError(f"cannot {action} tool batch {batch_id!r}: it is already {row[2]}")
+        check_pending(batch_id, action, row[2])
         return str(row[0]), int(row[1])
 
 
@@ -217,7 +195,7 @@ def _batch_row(conn: sqlite3.Connection, batch_id: str) -> tuple[str, str]:
         "SELECT session_id, state FROM tool_batches WHERE id = ?", (batch_id,)
     ).fetchone()
     if row is None:
-        raise UsageError(f"unknown tool batch {batch_id!r}")
+        raise unknown_batch(batch_id)
     return str(row[0]), str(row[1])
 
 
@@ -251,49 +229,18 @@ def uncommitted_messages(conn: sqlite3.Connection, session_id: str) -> list[dict
         (session_id,),
     ).fetchall()
     for batch_id, turn_index, state, assistant, created_at in batches:
-        if assistant is not None:
-            rendered.append(rendered_journal_message(assistant, turn_index, created_at, state))
         results = conn.execute(
             "SELECT result, landed_at FROM tool_calls"
             " WHERE batch_id = ? AND result IS NOT NULL ORDER BY position",
             (batch_id,),
         )
-        rendered.extend(
-            rendered_journal_message(result, turn_index, landed, state)
-            for result, landed in results
-        )
+        rendered.extend(rendered_batch(turn_index, state, assistant, created_at, results))
     return rendered
 
 
 def _batch_dict(conn: sqlite3.Connection, row: Sequence[Any]) -> dict[str, Any]:
     calls = conn.execute(
-        "SELECT position, event, state, result, landed_at, idempotency_key, arguments,"
-        " dispatched_at FROM tool_calls WHERE batch_id = ? ORDER BY position",
+        f"SELECT {CALL_COLUMNS} FROM tool_calls WHERE batch_id = ? ORDER BY position",
         (row[0],),
     )
-    return {
-        "id": row[0],
-        "session_id": row[1],
-        "turn_index": row[2],
-        "round_index": row[3],
-        "scope": row[4],
-        "mode": row[5],
-        "state": row[6],
-        "assistant": None if row[7] is None else json.loads(row[7]),
-        "created_at": row[8],
-        "finished_at": row[9],
-        "reported_turn": row[10],
-        "calls": [
-            {
-                "position": position,
-                "event": json.loads(event),
-                "state": state,
-                "result": None if result is None else json.loads(result),
-                "landed_at": landed_at,
-                "idempotency_key": key,
-                "arguments": None if arguments is None else json.loads(arguments),
-                "dispatched_at": dispatched_at,
-            }
-            for position, event, state, result, landed_at, key, arguments, dispatched_at in calls
-        ],
-    }
+    return batch_dict(row, calls)
