@@ -33,6 +33,7 @@ from agent_lab.infrastructure.sqlite.blobs import (
 )
 from agent_lab.infrastructure.sqlite.records import now_iso, summarize
 from agent_lab.infrastructure.store_common.audits import (
+    AppendDelegates,
     AuditRecord,
     audit_dicts,
     pack_audits,
@@ -40,18 +41,8 @@ from agent_lab.infrastructure.store_common.audits import (
 )
 
 
-class MetricsRole(PgCore):
+class MetricsRole(PgCore, AppendDelegates):
     """The audit trail (large values stored once) and call metrics."""
-
-    def append_audit(
-        self, session_id: str, turn_index: int | None, event: str, details: dict[str, Any]
-    ) -> int:
-        """Append one audit record; return its id (increasing, usable as an offset)."""
-        return self._insert_audits(session_id, [(turn_index, event, details)])
-
-    def append_audits(self, session_id: str, records: list[AuditRecord]) -> None:
-        """Append ``(turn_index, event, details)`` records in one transaction."""
-        self._insert_audits(session_id, records)
 
     def _insert_audits(self, session_id: str, records: list[AuditRecord]) -> int:
         cache = self._known_blobs.setdefault(session_id, BlobCache())
@@ -88,10 +79,6 @@ class MetricsRole(PgCore):
             rows = conn.execute(query + " ORDER BY id", parameters).fetchall()
             details = _unpack_all(conn, session_id, [str(row[3]) for row in rows])
         return audit_dicts(rows, details)
-
-    def append_usage(self, session_id: str, metric: CallMetric) -> None:
-        """Record one call metric; a metric with the same key replaces the old one."""
-        self.append_usages(session_id, [metric])
 
     def append_usages(self, session_id: str, metrics: list[CallMetric]) -> None:
         """Record call metrics in one transaction (upsert by ``metric_key``)."""

@@ -16,6 +16,7 @@ from agent_lab.infrastructure.sqlite.rows import (
     select_turns,
 )
 from agent_lab.infrastructure.store_common.audits import (
+    AppendDelegates,
     AuditRecord,
     audit_dicts,
     pack_audits,
@@ -23,18 +24,8 @@ from agent_lab.infrastructure.store_common.audits import (
 )
 
 
-class MetricsRole(StoreCore):
+class MetricsRole(StoreCore, AppendDelegates):
     """The audit trail (large values stored once, see ``blobs``) and call metrics."""
-
-    def append_audit(
-        self, session_id: str, turn_index: int | None, event: str, details: dict[str, Any]
-    ) -> int:
-        """Append one audit record; return its id (increasing, usable as an offset)."""
-        return self._insert_audits(session_id, [(turn_index, event, details)])
-
-    def append_audits(self, session_id: str, records: list[AuditRecord]) -> None:
-        """Append ``(turn_index, event, details)`` records in one transaction."""
-        self._insert_audits(session_id, records)
 
     def _insert_audits(self, session_id: str, records: list[AuditRecord]) -> int:
         cache = self._known_blobs.setdefault(session_id, BlobCache())
@@ -75,10 +66,6 @@ class MetricsRole(StoreCore):
             rows = conn.execute(query + " ORDER BY id", parameters).fetchall()
             details = unpack_all(conn, session_id, [row[3] for row in rows])
         return audit_dicts(rows, details)
-
-    def append_usage(self, session_id: str, metric: CallMetric) -> None:
-        """Record one call metric; a metric with the same key replaces the old one."""
-        self.append_usages(session_id, [metric])
 
     def append_usages(self, session_id: str, metrics: list[CallMetric]) -> None:
         """Record call metrics in one transaction (upsert by ``metric_key``).

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+from agent_lab.application.session_store import CallMetric
 from agent_lab.infrastructure.sqlite.blobs import BlobCache, Chained, Packed, pack
 from agent_lab.infrastructure.sqlite.records import now_iso
 
@@ -73,3 +74,29 @@ def turn_facts(turns: Iterable[dict[str, Any]]) -> dict[int, Any]:
         )
         for turn in turns
     }
+
+
+class AppendDelegates:
+    """The single-record and batch forms of the ``MetricsStore`` writes, over the
+    store's ``_insert_audits`` and ``append_usages``."""
+
+    def append_audit(
+        self, session_id: str, turn_index: int | None, event: str, details: dict[str, Any]
+    ) -> int:
+        """Append one audit record; return its id (increasing, usable as an offset)."""
+        return self._insert_audits(session_id, [(turn_index, event, details)])
+
+    def append_audits(self, session_id: str, records: list[AuditRecord]) -> None:
+        """Append ``(turn_index, event, details)`` records in one transaction."""
+        self._insert_audits(session_id, records)
+
+    def append_usage(self, session_id: str, metric: CallMetric) -> None:
+        """Record one call metric; a metric with the same key replaces the old one."""
+        self.append_usages(session_id, [metric])
+
+    def append_usages(self, session_id: str, metrics: list[CallMetric]) -> None:
+        raise NotImplementedError
+
+    def _insert_audits(self, session_id: str, records: list[AuditRecord]) -> int:
+        """Write the records in one transaction; return the id of the last."""
+        raise NotImplementedError
