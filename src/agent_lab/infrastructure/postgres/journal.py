@@ -11,31 +11,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_lab.infrastructure.postgres import rows
 from agent_lab.infrastructure.postgres.connection import Conn, PgCore
-from agent_lab.infrastructure.postgres.rows import insert_messages, require_session
-from agent_lab.infrastructure.sqlite.rows import MessageFields
+from agent_lab.infrastructure.store_common.hooks import StoreRows
 from agent_lab.infrastructure.store_common.journal import rendered_batch
 from agent_lab.infrastructure.store_common.ledger import Ledger
 
 
-class JournalRole(PgCore, Ledger):
-    """The shared ``Ledger`` over PostgreSQL: ``%s`` parameters, and every write takes
-    the session's row lock and checks the claim fence (``fence``) before it reads."""
+class SqlCore(PgCore):
+    """The PostgreSQL side of ``StoreHooks``: ``?`` becomes ``%s``, ``postgres.rows``."""
 
     def _sql(self, statement: str) -> str:
         return statement.replace("?", "%s")
 
-    def _executemany(self, conn: Conn, statement: str, rows: list[tuple[Any, ...]]) -> None:
+    def _rows(self) -> StoreRows:
+        return rows
+
+
+class JournalRole(SqlCore, Ledger):
+    """The shared ``Ledger`` on PostgreSQL, whose ``fence`` takes the session's row lock."""
+
+    def _executemany(self, conn: Conn, statement: str, batch: list[tuple[Any, ...]]) -> None:
         with conn.cursor() as cursor:
-            cursor.executemany(statement, rows)
-
-    def _insert_messages(
-        self, conn: Conn, session_id: str, turn_index: int, rows: list[MessageFields]
-    ) -> list[int]:
-        return insert_messages(conn, session_id, turn_index, rows)
-
-    def _require_session(self, conn: Conn, session_id: str) -> None:
-        require_session(conn, session_id)
+            cursor.executemany(statement, batch)
 
     def _abandon(self, conn: Conn, batch_ids: list[str], state: str, now: str) -> None:
         abandon(conn, batch_ids, state, now)

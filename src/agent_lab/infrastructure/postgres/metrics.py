@@ -16,7 +16,6 @@ from agent_lab.application.session_store import CallMetric
 from agent_lab.infrastructure.postgres.connection import Conn, PgCore
 from agent_lab.infrastructure.postgres.rows import (
     UPSERT_METRIC,
-    metric_row,
     require_session,
     select_metrics,
     select_turns,
@@ -32,6 +31,7 @@ from agent_lab.infrastructure.sqlite.blobs import (
     restored,
 )
 from agent_lab.infrastructure.sqlite.records import now_iso, summarize
+from agent_lab.infrastructure.sqlite.rows import metric_row
 from agent_lab.infrastructure.store_common.audits import (
     AppendDelegates,
     AuditRecord,

@@ -12,20 +12,15 @@ from agent_lab.domain.errors import SessionNotFound
 from agent_lab.infrastructure.postgres.connection import Conn
 from agent_lab.infrastructure.sqlite.records import now_iso, session_title
 from agent_lab.infrastructure.sqlite.rows import (
-    MESSAGE_COLUMNS,
     METRIC_FIELDS,
     METRIC_SELECT,
     SESSION_SELECT,
     TURN_COLUMNS,
     MessageFields,
-    message_dict,
-    metric_row,
     session_dict,
     turn_dicts,
     upsert_metric,
 )
-
-__all__ = ["MESSAGE_COLUMNS", "SESSION_SELECT", "message_dict", "metric_row", "session_dict"]
 
 
 def session_exists(conn: Conn, session_id: str) -> bool:

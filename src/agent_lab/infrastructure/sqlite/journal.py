@@ -11,30 +11,30 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from agent_lab.infrastructure.sqlite import rows
 from agent_lab.infrastructure.sqlite.connection import StoreCore
-from agent_lab.infrastructure.sqlite.rows import MessageFields, insert_messages, require_session
+from agent_lab.infrastructure.store_common.hooks import StoreRows
 from agent_lab.infrastructure.store_common.journal import rendered_batch
 from agent_lab.infrastructure.store_common.ledger import Ledger
 
 
-class JournalRole(StoreCore, Ledger):
-    """The shared ``Ledger`` over SQLite connections (``?`` parameters as written)."""
+class SqlCore(StoreCore):
+    """The SQLite side of ``StoreHooks``: ``?`` parameters as written, ``sqlite.rows``."""
 
     def _sql(self, statement: str) -> str:
         return statement
 
+    def _rows(self) -> StoreRows:
+        return rows
+
+
+class JournalRole(SqlCore, Ledger):
+    """The shared ``Ledger`` on SQLite."""
+
     def _executemany(
-        self, conn: sqlite3.Connection, statement: str, rows: list[tuple[Any, ...]]
+        self, conn: sqlite3.Connection, statement: str, batch: list[tuple[Any, ...]]
     ) -> None:
-        conn.executemany(statement, rows)
-
-    def _insert_messages(
-        self, conn: sqlite3.Connection, session_id: str, turn_index: int, rows: list[MessageFields]
-    ) -> list[int]:
-        return insert_messages(conn, session_id, turn_index, rows)
-
-    def _require_session(self, conn: sqlite3.Connection, session_id: str) -> None:
-        require_session(conn, session_id)
+        conn.executemany(statement, batch)
 
     def _abandon(
         self, conn: sqlite3.Connection, batch_ids: list[str], state: str, now: str

@@ -15,14 +15,14 @@ batch's session is fenced before the batch's state is read.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from typing import Any
 
 from agent_lab.application.session_store import BatchIntent, BatchJournal, BatchState, CallStatus
 from agent_lab.domain.errors import UsageError
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite.records import dumps, message_json, now_iso
-from agent_lab.infrastructure.sqlite.rows import MessageFields, message_fields
+from agent_lab.infrastructure.sqlite.rows import message_fields
+from agent_lab.infrastructure.store_common.hooks import StoreHooks
 from agent_lab.infrastructure.store_common.journal import (
     BATCH_COLUMNS,
     CALL_COLUMNS,
@@ -42,37 +42,14 @@ _UNREPORTED = (
 )
 
 
-class Ledger(BatchJournal):
+class Ledger(StoreHooks, BatchJournal):
     """Tool batches: pending before dispatch, results as they land, commit or abandon.
 
-    A store provides the hooks below (its connection type is its own, hence ``Any``).
+    A store provides ``StoreHooks`` and the two hooks below (its connection type is its
+    own, hence ``Any``).
     """
 
-    def _write(self) -> AbstractContextManager[Any]:
-        raise NotImplementedError
-
-    def _read(self) -> AbstractContextManager[Any]:
-        raise NotImplementedError
-
-    def fence(self, conn: Any, session_id: str) -> object:
-        raise NotImplementedError
-
-    def writable(self, conn: Any, session_id: str) -> None:
-        raise NotImplementedError
-
-    def _sql(self, statement: str) -> str:
-        """``statement`` in the store's parameter style."""
-        raise NotImplementedError
-
-    def _executemany(self, conn: Any, statement: str, rows: list[tuple[Any, ...]]) -> None:
-        raise NotImplementedError
-
-    def _insert_messages(
-        self, conn: Any, session_id: str, turn_index: int, rows: list[MessageFields]
-    ) -> list[int]:
-        raise NotImplementedError
-
-    def _require_session(self, conn: Any, session_id: str) -> None:
+    def _executemany(self, conn: Any, statement: str, batch: list[tuple[Any, ...]]) -> None:
         raise NotImplementedError
 
     def _abandon(self, conn: Any, batch_ids: list[str], state: str, now: str) -> None:
@@ -108,7 +85,7 @@ class Ledger(BatchJournal):
                 list(opened.calls),
             )
             if opened.visible:
-                self._insert_messages(conn, session_id, intent.turn_index, opened.visible)
+                self._rows().insert_messages(conn, session_id, intent.turn_index, opened.visible)
         return opened.batch_id
 
     def record_result(
@@ -163,7 +140,7 @@ class Ledger(BatchJournal):
         rows = [message_fields(message) for message in messages]
         with self._write() as conn:
             session_id, turn_index = self._pending_batch(conn, batch_id, "commit")
-            self._insert_messages(conn, session_id, turn_index, rows)
+            self._rows().insert_messages(conn, session_id, turn_index, rows)
             conn.execute(
                 self._sql(
                     "UPDATE tool_batches SET state = 'committed', finished_at = ? WHERE id = ?"
@@ -221,7 +198,7 @@ class Ledger(BatchJournal):
 
     def _select_batches(self, session_id: str, condition: str) -> list[dict[str, Any]]:
         with self._read() as conn:
-            self._require_session(conn, session_id)
+            self._rows().require_session(conn, session_id)
             batches = conn.execute(
                 self._sql(
                     f"SELECT {BATCH_COLUMNS} FROM tool_batches AS b"
