@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_lab.infrastructure.postgres import rows
+from agent_lab.infrastructure.postgres import rows as store_rows
 from agent_lab.infrastructure.postgres.connection import Conn, PgCore
 from agent_lab.infrastructure.store_common.hooks import StoreRows
 from agent_lab.infrastructure.store_common.journal import rendered_batch
@@ -25,7 +25,7 @@ class SqlCore(PgCore):
         return statement.replace("?", "%s")
 
     def _rows(self) -> StoreRows:
-        return rows
+        return store_rows
 
 
 class JournalRole(SqlCore, Ledger):
