@@ -17,49 +17,19 @@ import time
 from agent_lab.domain.errors import SessionBusy, SessionNotFound
 from agent_lab.infrastructure.postgres.connection import Conn, PgCore
 from agent_lab.infrastructure.postgres.journal import abandon, pending_batch_ids
-from agent_lab.infrastructure.sqlite.claims import (
-    CLAIM_POLL_SECONDS,
+from agent_lab.infrastructure.sqlite.records import check_positive, new_id, now_iso
+from agent_lab.infrastructure.store_common.claims import (
     HOSTNAME,
     Claim,
-    claim_is_stale,
+    ClaimWaiting,
     lost_claim_holder,
     process_started,
-)
-from agent_lab.infrastructure.sqlite.records import (
-    check_positive,
-    claim_with_wait,
-    new_id,
-    now_iso,
+    refusal,
 )
 
 
-class ClaimsRole(PgCore):
+class ClaimsRole(PgCore, ClaimWaiting):
     """Leased, fenced writer claims."""
-
-    def claim_session(
-        self,
-        session_id: str,
-        owner: str,
-        *,
-        lease_seconds: float = 30.0,
-        wait_seconds: float = 0.0,
-    ) -> str:
-        """Become the one runtime that drives the session; return the claim token.
-
-        Taking a session cancels the tool batches a previous runtime left pending.
-        From now on this store's writes to the session are fenced by the token.
-
-        Raises:
-            SessionBusy: another live runtime still holds the session.
-            SessionNotFound: no session has that id.
-        """
-        check_positive(lease_seconds, "lease_seconds")
-        return claim_with_wait(
-            lambda: self._try_claim(session_id, owner, lease_seconds),
-            session_id,
-            wait_seconds,
-            CLAIM_POLL_SECONDS,
-        )
 
     def renew_claim(self, session_id: str, token: str, *, lease_seconds: float = 30.0) -> None:
         """Extend the claim's lease (the claimant's heartbeat).
@@ -97,8 +67,9 @@ class ClaimsRole(PgCore):
             epoch = _lock_session(conn, session_id) + 1
             claim = select_claim(conn, session_id)
             now = time.time()
-            if claim is not None and not claim_is_stale(claim, now):
-                return None, claim.describe(now)
+            holder = refusal(claim, now)
+            if holder is not None:
+                return None, holder
             token = new_id()
             pid = os.getpid()
             conn.execute(

@@ -1,232 +1,42 @@
 """The ``BatchJournal`` role of the PostgreSQL store: the write-ahead tool journal.
 
-It is the same effect ledger as the SQLite store's (DESIGN.md §9.4): each call is
-journaled ``pending`` with its idempotency key when the batch opens, ``dispatched``
-(with its final arguments) right before its handler runs, then gets its outcome.
-Abandoning a batch turns dispatched calls without an outcome into ``unknown`` and
-pending ones into ``cancelled``. Batches whose effects the model was not told about
-(abandoned ones, and committed ones of a turn that never finished) are
-``list_unreported_batches`` until ``mark_reported``. Every write takes the session's
-row lock and checks the claim fence in its own transaction (see ``connection``).
+The ledger's methods and rules are the SQLite store's (``store_common.ledger``); here
+they run with ``%s`` parameters, and every write takes the session's row lock and
+checks the claim fence in its own transaction (see ``connection``) before it reads the
+batch. The statements other roles run inside their own transactions (cancelling
+pending batches, rendering uncommitted ones) are kept here.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any
 
-from agent_lab.application.events import idempotency_key
-from agent_lab.application.session_store import BatchIntent, BatchJournal, BatchState, CallStatus
-from agent_lab.domain.errors import UsageError
-from agent_lab.domain.messages import ChatMessage
+from agent_lab.infrastructure.postgres import rows as store_rows
 from agent_lab.infrastructure.postgres.connection import Conn, PgCore
-from agent_lab.infrastructure.postgres.rows import insert_messages, require_session
-from agent_lab.infrastructure.sqlite.journal import ABANDON_STATES, CALL_STATUSES
-from agent_lab.infrastructure.sqlite.records import (
-    check_unique_events,
-    dumps,
-    message_json,
-    new_id,
-    now_iso,
-    rendered_journal_message,
-)
-from agent_lab.infrastructure.sqlite.rows import message_fields
-
-_BATCH_COLUMNS: Final = (
-    "b.id, b.session_id, b.turn_index, b.round_index, b.scope, b.mode, b.state,"
-    " b.assistant, b.created_at, b.finished_at, b.reported_turn"
-)
+from agent_lab.infrastructure.store_common.hooks import StoreRows
+from agent_lab.infrastructure.store_common.journal import rendered_batch
+from agent_lab.infrastructure.store_common.ledger import Ledger
 
 
-class JournalRole(PgCore, BatchJournal):
-    """Tool batches: pending before dispatch, results as they land, commit or abandon."""
+class SqlCore(PgCore):
+    """The PostgreSQL side of ``StoreHooks``: ``?`` becomes ``%s``, ``postgres.rows``."""
 
-    def open_batch(self, session_id: str, intent: BatchIntent) -> str:
-        """Journal a tool batch as pending before any of its tools runs; return its id.
+    def _sql(self, statement: str) -> str:
+        return statement.replace("?", "%s")
 
-        One transaction: the batch (with its assistant message), one pending call per
-        event in order, and the ``visible`` messages appended to the transcript.
-
-        Raises:
-            UsageError: two events share an id.
-        """
-        check_unique_events(intent.events)
-        batch_id = new_id()
-        assistant = None if intent.assistant is None else message_json(intent.assistant)
-        calls = [
-            (
-                batch_id,
-                position,
-                dumps(event.model_dump(), f"tool call {event.id!r}"),
-                event.id,
-                idempotency_key(intent.scope, event.id),
-            )
-            for position, event in enumerate(intent.events)
-        ]
-        visible = [message_fields(message) for message in intent.visible]
-        batch = (batch_id, session_id, intent.turn_index, intent.round_index, intent.scope)
-        with self._write() as conn:
-            self.writable(conn, session_id)
-            conn.execute(
-                "INSERT INTO tool_batches (id, session_id, turn_index, round_index, scope,"
-                " mode, state, assistant, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, 'pending', %s, %s)",
-                (*batch, intent.mode, assistant, now_iso()),
-            )
-            with conn.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO tool_calls (batch_id, position, event, event_id,"
-                    " idempotency_key, state) VALUES (%s, %s, %s, %s, %s, 'pending')",
-                    calls,
-                )
-            if visible:
-                insert_messages(conn, session_id, intent.turn_index, visible)
-        return batch_id
-
-    def record_result(
-        self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
-    ) -> None:
-        """Record one call's outcome durably (before it is shown to anyone).
-
-        Raises:
-            UsageError: unknown batch or event, a bad status, or the batch is no longer
-                pending.
-        """
-        if status not in CALL_STATUSES:
-            raise UsageError(f"call status must be one of {CALL_STATUSES}, not {status!r}")
-        result_json = message_json(result)
-        with self._write() as conn:
-            self._pending_batch(conn, batch_id, "record a result in")
-            updated = conn.execute(
-                "UPDATE tool_calls SET state = %s, result = %s, landed_at = %s"
-                " WHERE batch_id = %s AND event_id = %s",
-                (status, result_json, now_iso(), batch_id, event_id),
-            )
-            if updated.rowcount == 0:
-                raise UsageError(f"tool batch {batch_id!r} has no call {event_id!r}")
-
-    def mark_dispatched(self, batch_id: str, event_id: str, arguments: dict[str, Any]) -> None:
-        """Record that a pending call's handler is about to run, with its final arguments.
-
-        Raises:
-            UsageError: unknown batch or call, the batch is no longer pending, or the
-                call was dispatched before.
-        """
-        arguments_json = dumps(arguments, f"arguments of tool call {event_id!r}")
-        with self._write() as conn:
-            self._pending_batch(conn, batch_id, "dispatch a call of")
-            updated = conn.execute(
-                "UPDATE tool_calls SET state = 'dispatched', arguments = %s, dispatched_at = %s"
-                " WHERE batch_id = %s AND event_id = %s AND state = 'pending'",
-                (arguments_json, now_iso(), batch_id, event_id),
-            )
-            if updated.rowcount == 0:
-                raise UsageError(f"tool batch {batch_id!r} has no pending call {event_id!r}")
-
-    def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None:
-        """Append ``messages`` to the visible transcript and mark the batch committed.
-
-        Raises:
-            UsageError: unknown batch, or the batch is no longer pending.
-        """
-        rows = [message_fields(message) for message in messages]
-        with self._write() as conn:
-            session_id, turn_index = self._pending_batch(conn, batch_id, "commit")
-            insert_messages(conn, session_id, turn_index, rows)
-            conn.execute(
-                "UPDATE tool_batches SET state = 'committed', finished_at = %s WHERE id = %s",
-                (now_iso(), batch_id),
-            )
-
-    def abandon_batch(self, batch_id: str, state: BatchState = "cancelled") -> None:
-        """Mark a pending batch ``cancelled`` or ``failed``.
-
-        Calls that already have a result keep it; dispatched calls without one become
-        ``unknown`` (their effect may have happened), pending ones ``cancelled``. A batch
-        that is no longer pending is left as it is, so cleanup code may call this
-        unconditionally.
-
-        Raises:
-            UsageError: unknown batch, or ``state`` is not ``cancelled`` / ``failed``.
-        """
-        if state not in ABANDON_STATES:
-            raise UsageError(f"a batch can be abandoned as {ABANDON_STATES}, not {state!r}")
-        with self._write() as conn:
-            session_id = _batch_session(conn, batch_id)
-            self.fence(conn, session_id)
-            if _batch_state(conn, batch_id) == "pending":
-                abandon(conn, [batch_id], state, now_iso())
-
-    def list_batches(self, session_id: str) -> list[dict[str, Any]]:
-        """Return the session's tool journal, oldest batch first, each with its calls."""
-        with self._read() as conn:
-            require_session(conn, session_id)
-            batches = conn.execute(
-                f"SELECT {_BATCH_COLUMNS} FROM tool_batches AS b"
-                " WHERE b.session_id = %s ORDER BY b.seq",
-                (session_id,),
-            ).fetchall()
-            return [_batch_dict(conn, row) for row in batches]
-
-    def list_unreported_batches(self, session_id: str) -> list[dict[str, Any]]:
-        """Batches whose effects the model has not been told about, oldest first.
-
-        Abandoned batches, and committed batches of a turn that never finished (its
-        runtime died), not yet ``mark_reported``; rows as in ``list_batches``.
-        """
-        with self._read() as conn:
-            require_session(conn, session_id)
-            batches = conn.execute(
-                f"SELECT {_BATCH_COLUMNS} FROM tool_batches AS b"
-                " WHERE b.session_id = %s AND b.reported_turn IS NULL AND b.state != 'pending'"
-                " AND (b.state != 'committed' OR EXISTS (SELECT 1 FROM turns AS t"
-                "  WHERE t.session_id = b.session_id AND t.turn_index = b.turn_index"
-                "  AND t.completed_at IS NULL))"
-                " ORDER BY b.seq",
-                (session_id,),
-            ).fetchall()
-            return [_batch_dict(conn, row) for row in batches]
-
-    def mark_reported(self, batch_ids: list[str], turn_index: int) -> None:
-        """Record that the model was told about these batches in ``turn_index``.
-
-        One transaction; each batch's session is locked and fenced first.
-
-        Raises:
-            UsageError: unknown batch (nothing is marked).
-        """
-        with self._write() as conn:
-            for batch_id in batch_ids:
-                self.fence(conn, _batch_session(conn, batch_id))
-                conn.execute(
-                    "UPDATE tool_batches SET reported_turn = %s"
-                    " WHERE id = %s AND reported_turn IS NULL",
-                    (turn_index, batch_id),
-                )
-
-    def _pending_batch(self, conn: Conn, batch_id: str, action: str) -> tuple[str, int]:
-        session_id = _batch_session(conn, batch_id)
-        self.fence(conn, session_id)  # takes the session lock before the state is read
-        row = conn.execute(
-            "SELECT turn_index, state FROM tool_batches WHERE id = %s", (batch_id,)
-        ).fetchone()
-        assert row is not None  # batches go only with their session, under its lock
-        if row[1] != "pending":
-            raise UsageError(f"cannot {action} tool batch {batch_id!r}: it is already {row[1]}")
-        return session_id, int(row[0])
+    def _rows(self) -> StoreRows:
+        return store_rows
 
 
-def _batch_session(conn: Conn, batch_id: str) -> str:
-    row = conn.execute("SELECT session_id FROM tool_batches WHERE id = %s", (batch_id,)).fetchone()
-    if row is None:
-        raise UsageError(f"unknown tool batch {batch_id!r}")
-    return str(row[0])
+class JournalRole(SqlCore, Ledger):
+    """The shared ``Ledger`` on PostgreSQL, whose ``fence`` takes the session's row lock."""
 
+    def _executemany(self, conn: Conn, statement: str, batch: list[tuple[Any, ...]]) -> None:
+        with conn.cursor() as cursor:
+            cursor.executemany(statement, batch)
 
-def _batch_state(conn: Conn, batch_id: str) -> str:
-    row = conn.execute("SELECT state FROM tool_batches WHERE id = %s", (batch_id,)).fetchone()
-    return "" if row is None else str(row[0])
+    def _abandon(self, conn: Conn, batch_ids: list[str], state: str, now: str) -> None:
+        abandon(conn, batch_ids, state, now)
 
 
 def pending_batch_ids(conn: Conn, session_id: str) -> list[str]:
@@ -259,43 +69,10 @@ def uncommitted_messages(conn: Conn, session_id: str) -> list[dict[str, Any]]:
         (session_id,),
     ).fetchall()
     for batch_id, turn_index, state, assistant, created_at in batches:
-        if assistant is not None:
-            rendered.append(rendered_journal_message(assistant, turn_index, created_at, state))
         results = conn.execute(
             "SELECT result, landed_at FROM tool_calls"
             " WHERE batch_id = %s AND result IS NOT NULL ORDER BY position",
             (batch_id,),
         ).fetchall()
-        rendered.extend(
-            rendered_journal_message(result, turn_index, landed, state)
-            for result, landed in results
-        )
+        rendered.extend(rendered_batch(turn_index, state, assistant, created_at, results))
     return rendered
-
-
-def _batch_dict(conn: Conn, row: Sequence[Any]) -> dict[str, Any]:
-    calls = conn.execute(
-        "SELECT position, event, state, result, landed_at, idempotency_key, arguments,"
-        " dispatched_at FROM tool_calls WHERE batch_id = %s ORDER BY position",
-        (row[0],),
-    ).fetchall()
-    keys = ("id", "session_id", "turn_index", "round_index", "scope", "mode", "state")
-    batch: dict[str, Any] = dict(zip(keys, row[:7], strict=True))
-    batch["assistant"] = None if row[7] is None else json.loads(row[7])
-    batch["created_at"] = row[8]
-    batch["finished_at"] = row[9]
-    batch["reported_turn"] = row[10]
-    batch["calls"] = [
-        {
-            "position": position,
-            "event": json.loads(event),
-            "state": state,
-            "result": None if result is None else json.loads(result),
-            "landed_at": landed_at,
-            "idempotency_key": key,
-            "arguments": None if arguments is None else json.loads(arguments),
-            "dispatched_at": dispatched_at,
-        }
-        for position, event, state, result, landed_at, key, arguments, dispatched_at in calls
-    ]
-    return batch

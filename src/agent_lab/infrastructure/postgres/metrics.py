@@ -9,13 +9,13 @@ and bodies in one query each instead of one row at a time.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from agent_lab.application.session_store import CallMetric
 from agent_lab.infrastructure.postgres.connection import Conn, PgCore
 from agent_lab.infrastructure.postgres.rows import (
     UPSERT_METRIC,
-    metric_row,
     require_session,
     select_metrics,
     select_turns,
@@ -27,36 +27,26 @@ from agent_lab.infrastructure.sqlite.blobs import (
     SHARED_KEYS,
     BlobCache,
     Packed,
-    pack,
+    is_ref,
+    restored,
 )
 from agent_lab.infrastructure.sqlite.records import now_iso, summarize
+from agent_lab.infrastructure.sqlite.rows import metric_row
+from agent_lab.infrastructure.store_common.audits import (
+    AppendDelegates,
+    AuditRecord,
+    audit_dicts,
+    pack_audits,
+    turn_facts,
+)
 
-_AuditRecord = tuple[int | None, str, dict[str, Any]]
 
-
-class MetricsRole(PgCore):
+class MetricsRole(PgCore, AppendDelegates):
     """The audit trail (large values stored once) and call metrics."""
 
-    def append_audit(
-        self, session_id: str, turn_index: int | None, event: str, details: dict[str, Any]
-    ) -> int:
-        """Append one audit record; return its id (increasing, usable as an offset)."""
-        return self._insert_audits(session_id, [(turn_index, event, details)])
-
-    def append_audits(self, session_id: str, records: list[_AuditRecord]) -> None:
-        """Append ``(turn_index, event, details)`` records in one transaction."""
-        self._insert_audits(session_id, records)
-
-    def _insert_audits(self, session_id: str, records: list[_AuditRecord]) -> int:
-        now = now_iso()
-        packed = Packed()
+    def _insert_audits(self, session_id: str, records: list[AuditRecord]) -> int:
         cache = self._known_blobs.setdefault(session_id, BlobCache())
-        cache.pending = {}  # nothing of a failed earlier write is reused
-        rows = [
-            (session_id, turn, event, pack(details, f"audit {event!r} details", packed, cache), now)
-            for turn, event, details in records
-        ]
-        written, cache.pending = cache.pending, {}
+        packed, written, rows = pack_audits(cache, session_id, records)
         last = 0
         with self._write() as conn:
             self.writable(conn, session_id)
@@ -88,15 +78,7 @@ class MetricsRole(PgCore):
             require_session(conn, session_id)
             rows = conn.execute(query + " ORDER BY id", parameters).fetchall()
             details = _unpack_all(conn, session_id, [str(row[3]) for row in rows])
-        keys = ("id", "turn_index", "event")
-        return [
-            {**dict(zip(keys, row[:3], strict=True)), "details": unpacked, "created_at": row[4]}
-            for row, unpacked in zip(rows, details, strict=True)
-        ]
-
-    def append_usage(self, session_id: str, metric: CallMetric) -> None:
-        """Record one call metric; a metric with the same key replaces the old one."""
-        self.append_usages(session_id, [metric])
+        return audit_dicts(rows, details)
 
     def append_usages(self, session_id: str, metrics: list[CallMetric]) -> None:
         """Record call metrics in one transaction (upsert by ``metric_key``)."""
@@ -112,17 +94,7 @@ class MetricsRole(PgCore):
         with self._read() as conn:
             require_session(conn, session_id)
             calls = select_metrics(conn, session_id)
-            turns = {
-                turn["turn_index"]: (
-                    turn["status"],
-                    turn["wall_time_ms"],
-                    turn["round_count"],
-                    turn["user_message"],
-                    turn["failure_reason"],
-                    turn["failure_message"],
-                )
-                for turn in select_turns(conn, session_id)
-            }
+            turns = turn_facts(select_turns(conn, session_id))
         return summarize(calls, turns)
 
 
@@ -142,23 +114,17 @@ def _store(conn: Conn, session_id: str, packed: Packed) -> None:
             )
 
 
-def _is_ref(value: Any, key: str) -> bool:
-    if not isinstance(value, dict) or key not in value:
-        return False
-    return value.keys() == ({key} if key == BLOB_KEY else {key, "length"})
-
-
 def _refs(decoded: list[dict[str, Any]]) -> tuple[set[str], set[str]]:
     """The list heads and blob hashes the details refer to."""
     heads: set[str] = set()
     blobs: set[str] = set()
     for details in decoded:
         for key, value in details.items():
-            if key in CHAINED_KEYS and _is_ref(value, LIST_KEY):
+            if key in CHAINED_KEYS and is_ref(value, LIST_KEY):
                 heads.add(str(value[LIST_KEY]))
             elif key in SHARED_KEYS:
                 values = value if isinstance(value, list) else [value]
-                blobs.update(str(item[BLOB_KEY]) for item in values if _is_ref(item, BLOB_KEY))
+                blobs.update(str(item[BLOB_KEY]) for item in values if is_ref(item, BLOB_KEY))
     return heads, blobs
 
 
@@ -186,31 +152,16 @@ def _unpack_all(conn: Conn, session_id: str, texts: list[str]) -> list[dict[str,
         (session_id, sorted(wanted)),
     ).fetchall()
     bodies = {str(digest): str(body) for digest, body in found}
-    return [_unpack(details, nodes, bodies) for details in decoded]
+    return [
+        restored(details, partial(_chain, nodes), lambda digest: json.loads(bodies[digest]))
+        for details in decoded
+    ]
 
 
-def _unpack(
-    details: dict[str, Any], nodes: dict[str, tuple[str, str]], bodies: dict[str, str]
-) -> dict[str, Any]:
-    def body(digest: str) -> Any:
-        return json.loads(bodies[digest])
-
-    def restore(value: Any) -> Any:
-        return body(str(value[BLOB_KEY])) if _is_ref(value, BLOB_KEY) else value
-
-    restored: dict[str, Any] = {}
-    for key, value in details.items():
-        if key in CHAINED_KEYS and _is_ref(value, LIST_KEY):
-            items: list[str] = []
-            node = str(value[LIST_KEY])
-            while node:
-                node, item = nodes[node]
-                items.append(item)
-            restored[key] = [body(item) for item in reversed(items)]
-        elif key in SHARED_KEYS and isinstance(value, list):
-            restored[key] = [restore(item) for item in value]
-        elif key in SHARED_KEYS:
-            restored[key] = restore(value)
-        else:
-            restored[key] = value
-    return restored
+def _chain(nodes: dict[str, tuple[str, str]], node: str) -> list[str]:
+    items: list[str] = []
+    while node:
+        node, item = nodes[node]
+        items.append(item)
+    items.reverse()
+    return items

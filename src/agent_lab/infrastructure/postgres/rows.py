@@ -8,20 +8,19 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from agent_lab.application.session_store import CallMetric
 from agent_lab.domain.errors import SessionNotFound
 from agent_lab.infrastructure.postgres.connection import Conn
 from agent_lab.infrastructure.sqlite.records import now_iso, session_title
 from agent_lab.infrastructure.sqlite.rows import (
-    MESSAGE_COLUMNS,
     METRIC_FIELDS,
+    METRIC_SELECT,
+    SESSION_SELECT,
     TURN_COLUMNS,
     MessageFields,
-    message_dict,
     session_dict,
+    turn_dicts,
+    upsert_metric,
 )
-
-__all__ = ["MESSAGE_COLUMNS", "message_dict", "session_dict"]
 
 
 def session_exists(conn: Conn, session_id: str) -> bool:
@@ -53,14 +52,6 @@ def touch(conn: Conn, session_id: str, now: str) -> None:
     conn.execute("UPDATE sessions SET updated_at = %s WHERE id = %s", (now, session_id))
 
 
-SESSION_SELECT: Final = (
-    "SELECT id, title, config, created_at, updated_at,"
-    " (SELECT count(*) FROM turns WHERE session_id = sessions.id),"
-    " (SELECT count(*) FROM messages WHERE session_id = sessions.id)"
-    " FROM sessions"
-)
-
-
 def select_session(conn: Conn, session_id: str) -> dict[str, Any] | None:
     row = conn.execute(f"{SESSION_SELECT} WHERE id = %s", (session_id,)).fetchone()
     return None if row is None else session_dict(row)
@@ -78,8 +69,7 @@ def select_turns(conn: Conn, session_id: str) -> list[dict[str, Any]]:
         f"SELECT {TURN_COLUMNS} FROM turns WHERE session_id = %s ORDER BY turn_index",
         (session_id,),
     ).fetchall()
-    names = [name.strip() for name in TURN_COLUMNS.split(",")]
-    return [dict(zip(names, row, strict=True)) for row in rows]
+    return turn_dicts(rows)
 
 
 def insert_messages(
@@ -105,25 +95,12 @@ def insert_messages(
     return seqs
 
 
-UPSERT_METRIC: Final = (
-    "INSERT INTO call_metrics (session_id, "
-    + ", ".join(METRIC_FIELDS)
-    + ", created_at) VALUES ("
-    + ", ".join("%s" for _ in range(len(METRIC_FIELDS) + 2))
-    + ") ON CONFLICT (session_id, metric_key) DO UPDATE SET "
-    + ", ".join(f"{field} = excluded.{field}" for field in METRIC_FIELDS)
-)
+UPSERT_METRIC: Final = upsert_metric("%s")
 
 
 def select_metrics(conn: Conn, session_id: str) -> list[dict[str, Any]]:
     rows = conn.execute(
-        "SELECT " + ", ".join(METRIC_FIELDS) + ", created_at FROM call_metrics"
-        " WHERE session_id = %s ORDER BY id",
+        f"{METRIC_SELECT} WHERE session_id = %s ORDER BY id",
         (session_id,),
     ).fetchall()
     return [dict(zip((*METRIC_FIELDS, "created_at"), row, strict=True)) for row in rows]
-
-
-def metric_row(session_id: str, metric: CallMetric, now: str) -> tuple[Any, ...]:
-    values = metric.model_dump()
-    return (session_id, *(values[field] for field in METRIC_FIELDS), now)

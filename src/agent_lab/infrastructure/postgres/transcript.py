@@ -1,4 +1,8 @@
-"""The ``TranscriptStore`` role of the PostgreSQL store: sessions, turns, messages."""
+"""The ``TranscriptStore`` role of the PostgreSQL store: sessions, turns, messages.
+
+Most of it is ``store_common.transcript``; here are ensuring (an upsert) and deleting
+(under the claim fence) a session and starting a turn, whose statements differ.
+"""
 
 from __future__ import annotations
 
@@ -6,44 +10,25 @@ from typing import Any
 
 from agent_lab.domain.errors import SessionNotFound, UsageError
 from agent_lab.domain.messages import ChatMessage
-from agent_lab.infrastructure.postgres.connection import PgCore
-from agent_lab.infrastructure.postgres.journal import uncommitted_messages
+from agent_lab.infrastructure.postgres.connection import Conn
+from agent_lab.infrastructure.postgres.journal import SqlCore, uncommitted_messages
 from agent_lab.infrastructure.postgres.rows import (
-    MESSAGE_COLUMNS,
-    SESSION_SELECT,
     insert_messages,
     insert_session,
-    message_dict,
-    require_session,
     select_session,
-    select_turns,
-    session_dict,
-    session_exists,
     touch,
     turn_exists,
 )
-from agent_lab.infrastructure.sqlite.records import checked_id, dumps, new_id, now_iso
+from agent_lab.infrastructure.sqlite.records import checked_id, dumps, now_iso
 from agent_lab.infrastructure.sqlite.rows import message_fields
+from agent_lab.infrastructure.store_common.transcript import SharedTranscript
 
 
-class TranscriptRole(PgCore):
-    """Sessions, turns and the visible transcript (the SQLite store's semantics)."""
+class TranscriptRole(SqlCore, SharedTranscript):
+    """Sessions, turns and the visible transcript: what this store does its own way."""
 
-    def create_session(
-        self, title: str, config: dict[str, Any], session_id: str | None = None
-    ) -> str:
-        """Create a session and return its id (a fresh uuid4 hex when not given).
-
-        Raises:
-            UsageError: a session with ``session_id`` already exists.
-        """
-        session_id = new_id() if session_id is None else checked_id(session_id)
-        config_json = dumps(config, "session config")
-        with self._write() as conn:
-            if session_exists(conn, session_id):
-                raise UsageError(f"session {session_id!r} already exists")
-            insert_session(conn, session_id, title, config_json)
-        return session_id
+    def _uncommitted_messages(self, conn: Conn, session_id: str) -> list[dict[str, Any]]:
+        return uncommitted_messages(conn, session_id)
 
     def ensure_session(self, session_id: str, title: str, config: dict[str, Any]) -> dict[str, Any]:
         """Create the session unless it exists (keeping its config); return it."""
@@ -54,17 +39,6 @@ class TranscriptRole(PgCore):
             session = select_session(conn, session_id)
         assert session is not None
         return session
-
-    def get_session(self, session_id: str) -> dict[str, Any] | None:
-        """Return the session summary dict, or ``None`` when there is no such session."""
-        with self._read() as conn:
-            return select_session(conn, session_id)
-
-    def list_sessions(self) -> list[dict[str, Any]]:
-        """Return every session summary, newest first."""
-        with self._read() as conn:
-            rows = conn.execute(f"{SESSION_SELECT} ORDER BY seq DESC").fetchall()
-        return [session_dict(row) for row in rows]
 
     def delete_session(self, session_id: str) -> None:
         """Delete the session and everything recorded for it.
@@ -78,16 +52,6 @@ class TranscriptRole(PgCore):
             conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
         self._tokens.pop(session_id, None)
         self._known_blobs.pop(session_id, None)
-
-    def next_turn_index(self, session_id: str) -> int:
-        """Return one more than the highest recorded turn index (1 for a new session)."""
-        with self._read() as conn:
-            require_session(conn, session_id)
-            row = conn.execute(
-                "SELECT coalesce(max(turn_index), 0) FROM turns WHERE session_id = %s",
-                (session_id,),
-            ).fetchone()
-        return (int(row[0]) if row is not None else 0) + 1
 
     def start_turn(
         self,
@@ -116,68 +80,3 @@ class TranscriptRole(PgCore):
             if rows:
                 insert_messages(conn, session_id, turn_index, rows)
             touch(conn, session_id, now)
-
-    def complete_turn(
-        self,
-        session_id: str,
-        turn_index: int,
-        *,
-        status: str = "completed",
-        wall_time_ms: int | None = None,
-        round_count: int | None = None,
-        failure_reason: str | None = None,
-        failure_message: str | None = None,
-    ) -> None:
-        """Set a turn's final status, wall time, round count and (when it failed) why.
-
-        Raises:
-            UsageError: the turn was never started.
-        """
-        with self._write() as conn:
-            self.writable(conn, session_id)
-            now = now_iso()
-            updated = conn.execute(
-                "UPDATE turns SET status = %s, wall_time_ms = %s, round_count = %s,"
-                " failure_reason = %s, failure_message = %s, completed_at = %s"
-                " WHERE session_id = %s AND turn_index = %s",
-                (status, wall_time_ms, round_count, failure_reason, failure_message, now)
-                + (session_id, turn_index),
-            )
-            if updated.rowcount == 0:
-                raise UsageError(f"turn {turn_index} of session {session_id!r} was never started")
-            touch(conn, session_id, now)
-
-    def list_turns(self, session_id: str) -> list[dict[str, Any]]:
-        """Return the session's turns in order (the SQLite store's keys)."""
-        with self._read() as conn:
-            require_session(conn, session_id)
-            return select_turns(conn, session_id)
-
-    def append_message(self, session_id: str, turn_index: int, message: ChatMessage) -> int:
-        """Append one message to the visible transcript; return its ``seq``."""
-        return self.append_messages(session_id, turn_index, [message])[0]
-
-    def append_messages(
-        self, session_id: str, turn_index: int, messages: list[ChatMessage]
-    ) -> list[int]:
-        """Append messages in one transaction; return their ``seq`` numbers."""
-        rows = [message_fields(message) for message in messages]
-        with self._write() as conn:
-            self.writable(conn, session_id)
-            return insert_messages(conn, session_id, turn_index, rows)
-
-    def list_messages(self, session_id: str, include_pending: bool = False) -> list[dict[str, Any]]:
-        """Return the visible transcript in order (and, with ``include_pending``, the
-        journal's uncommitted batches after it, each message with a ``state``)."""
-        with self._read() as conn:
-            require_session(conn, session_id)
-            rows = conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s ORDER BY seq",
-                (session_id,),
-            ).fetchall()
-            messages = [message_dict(row) for row in rows]
-            if not include_pending:
-                return messages
-            for message in messages:
-                message["state"] = "committed"
-            return messages + uncommitted_messages(conn, session_id)

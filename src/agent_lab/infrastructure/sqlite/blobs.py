@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -220,10 +221,34 @@ def store(conn: sqlite3.Connection, session_id: str, packed: Packed) -> None:
 # ---------------------------------------------------------------------- reading
 
 
-def _is_ref(value: Any, key: str) -> bool:
+def is_ref(value: Any, key: str) -> bool:
+    """Whether ``value`` is a reference ``pack`` placed (a blob, or a list head)."""
     if not isinstance(value, dict) or key not in value:
         return False
     return value.keys() == ({key} if key == BLOB_KEY else {key, "length"})
+
+
+def restored(
+    details: dict[str, Any], chain: Callable[[str], list[str]], body: Callable[[str], Any]
+) -> dict[str, Any]:
+    """``details`` with its references put back: ``chain(node)`` gives a chained list's
+    item hashes in order, ``body(hash)`` a stored value (each store looks them up its way).
+    """
+
+    def restore(value: Any) -> Any:
+        return body(str(value[BLOB_KEY])) if is_ref(value, BLOB_KEY) else value
+
+    result: dict[str, Any] = {}
+    for key, value in details.items():
+        if key in CHAINED_KEYS and is_ref(value, LIST_KEY):
+            result[key] = [body(item) for item in chain(str(value[LIST_KEY]))]
+        elif key in SHARED_KEYS and isinstance(value, list):
+            result[key] = [restore(item) for item in value]
+        elif key in SHARED_KEYS:
+            result[key] = restore(value)
+        else:
+            result[key] = value
+    return result
 
 
 def _needs_store(details: dict[str, Any]) -> bool:
@@ -249,17 +274,7 @@ class _Reader:
         self.nodes: dict[str, tuple[str, str]] = {}
 
     def unpack(self, details: dict[str, Any]) -> dict[str, Any]:
-        restored: dict[str, Any] = {}
-        for key, value in details.items():
-            if key in CHAINED_KEYS and _is_ref(value, LIST_KEY):
-                restored[key] = [self.body(item) for item in self.chain(str(value[LIST_KEY]))]
-            elif key in SHARED_KEYS and isinstance(value, list):
-                restored[key] = [self.restore(item) for item in value]
-            elif key in SHARED_KEYS:
-                restored[key] = self.restore(value)
-            else:
-                restored[key] = value
-        return restored
+        return restored(details, self.chain, self.body)
 
     def chain(self, node: str) -> list[str]:
         items: list[str] = []
@@ -279,9 +294,6 @@ class _Reader:
             ).fetchone()
             found = self.nodes[digest] = (str(row[0]), str(row[1]))
         return found
-
-    def restore(self, value: Any) -> Any:
-        return self.body(str(value[BLOB_KEY])) if _is_ref(value, BLOB_KEY) else value
 
     def body(self, digest: str) -> Any:
         text = self.bodies.get(digest)

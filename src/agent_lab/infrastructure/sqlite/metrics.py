@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from agent_lab.application.session_store import CallMetric
-from agent_lab.infrastructure.sqlite.blobs import BlobCache, Packed, pack, store, unpack_all
+from agent_lab.infrastructure.sqlite.blobs import BlobCache, store, unpack_all
 from agent_lab.infrastructure.sqlite.connection import StoreCore
 from agent_lab.infrastructure.sqlite.records import now_iso, summarize
 from agent_lab.infrastructure.sqlite.rows import (
@@ -16,33 +15,21 @@ from agent_lab.infrastructure.sqlite.rows import (
     select_metrics,
     select_turns,
 )
+from agent_lab.infrastructure.store_common.audits import (
+    AppendDelegates,
+    AuditRecord,
+    audit_dicts,
+    pack_audits,
+    turn_facts,
+)
 
-_AuditRecord = tuple[int | None, str, dict[str, Any]]
 
-
-class MetricsRole(StoreCore):
+class MetricsRole(StoreCore, AppendDelegates):
     """The audit trail (large values stored once, see ``blobs``) and call metrics."""
 
-    def append_audit(
-        self, session_id: str, turn_index: int | None, event: str, details: dict[str, Any]
-    ) -> int:
-        """Append one audit record; return its id (increasing, usable as an offset)."""
-        return self._insert_audits(session_id, [(turn_index, event, details)])
-
-    def append_audits(self, session_id: str, records: list[_AuditRecord]) -> None:
-        """Append ``(turn_index, event, details)`` records in one transaction."""
-        self._insert_audits(session_id, records)
-
-    def _insert_audits(self, session_id: str, records: list[_AuditRecord]) -> int:
-        now = now_iso()
-        packed = Packed()
+    def _insert_audits(self, session_id: str, records: list[AuditRecord]) -> int:
         cache = self._known_blobs.setdefault(session_id, BlobCache())
-        cache.pending = {}  # nothing of a failed earlier write is reused
-        rows = [
-            (session_id, turn, event, pack(details, f"audit {event!r} details", packed, cache), now)
-            for turn, event, details in records
-        ]
-        written, cache.pending = cache.pending, {}
+        packed, written, rows = pack_audits(cache, session_id, records)
         with self._write() as conn:
             self.writable(conn, session_id)
             store(conn, session_id, packed)
@@ -78,20 +65,7 @@ class MetricsRole(StoreCore):
             require_session(conn, session_id)
             rows = conn.execute(query + " ORDER BY id", parameters).fetchall()
             details = unpack_all(conn, session_id, [row[3] for row in rows])
-        return [
-            {
-                "id": row[0],
-                "turn_index": row[1],
-                "event": row[2],
-                "details": unpacked,
-                "created_at": row[4],
-            }
-            for row, unpacked in zip(rows, details, strict=True)
-        ]
-
-    def append_usage(self, session_id: str, metric: CallMetric) -> None:
-        """Record one call metric; a metric with the same key replaces the old one."""
-        self.append_usages(session_id, [metric])
+        return audit_dicts(rows, details)
 
     def append_usages(self, session_id: str, metrics: list[CallMetric]) -> None:
         """Record call metrics in one transaction (upsert by ``metric_key``).
@@ -115,19 +89,5 @@ class MetricsRole(StoreCore):
         with self._read() as conn:
             require_session(conn, session_id)
             calls = select_metrics(conn, session_id)
-            turns = _turn_facts(conn, session_id)
+            turns = turn_facts(select_turns(conn, session_id))
         return summarize(calls, turns)
-
-
-def _turn_facts(conn: sqlite3.Connection, session_id: str) -> dict[int, Any]:
-    return {
-        turn["turn_index"]: (
-            turn["status"],
-            turn["wall_time_ms"],
-            turn["round_count"],
-            turn["user_message"],
-            turn["failure_reason"],
-            turn["failure_message"],
-        )
-        for turn in select_turns(conn, session_id)
-    }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from agent_lab.application.session_store import CallMetric
@@ -92,6 +92,11 @@ def select_turns(conn: sqlite3.Connection, session_id: str) -> list[dict[str, An
         f"SELECT {TURN_COLUMNS} FROM turns WHERE session_id = ? ORDER BY turn_index",
         (session_id,),
     ).fetchall()
+    return turn_dicts(rows)
+
+
+def turn_dicts(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """``list_turns`` entries from ``TURN_COLUMNS`` rows."""
     names = [name.strip() for name in TURN_COLUMNS.split(",")]
     return [dict(zip(names, row, strict=True)) for row in rows]
 
@@ -146,14 +151,21 @@ def message_dict(row: Sequence[Any]) -> dict[str, Any]:
 
 # -------------------------------------------------------------- metrics
 
-UPSERT_METRIC: Final = (
-    "INSERT INTO call_metrics (session_id, "
-    + ", ".join(METRIC_FIELDS)
-    + ", created_at) VALUES ("
-    + ", ".join("?" for _ in range(len(METRIC_FIELDS) + 2))
-    + ") ON CONFLICT (session_id, metric_key) DO UPDATE SET "
-    + ", ".join(f"{field} = excluded.{field}" for field in METRIC_FIELDS)
-)
+
+def upsert_metric(placeholder: str) -> str:
+    """The call-metric upsert (by ``metric_key``) in a store's parameter style."""
+    return (
+        "INSERT INTO call_metrics (session_id, "
+        + ", ".join(METRIC_FIELDS)
+        + ", created_at) VALUES ("
+        + ", ".join(placeholder for _ in range(len(METRIC_FIELDS) + 2))
+        + ") ON CONFLICT (session_id, metric_key) DO UPDATE SET "
+        + ", ".join(f"{field} = excluded.{field}" for field in METRIC_FIELDS)
+    )
+
+
+UPSERT_METRIC: Final = upsert_metric("?")
+METRIC_SELECT: Final = "SELECT " + ", ".join(METRIC_FIELDS) + ", created_at FROM call_metrics"
 
 
 def metric_row(session_id: str, metric: CallMetric, now: str) -> tuple[Any, ...]:
@@ -163,8 +175,7 @@ def metric_row(session_id: str, metric: CallMetric, now: str) -> tuple[Any, ...]
 
 def select_metrics(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
     cursor = conn.execute(
-        "SELECT " + ", ".join(METRIC_FIELDS) + ", created_at FROM call_metrics"
-        " WHERE session_id = ? ORDER BY id",
+        f"{METRIC_SELECT} WHERE session_id = ? ORDER BY id",
         (session_id,),
     )
     calls = [dict(zip((*METRIC_FIELDS, "created_at"), row, strict=True)) for row in cursor]

@@ -1,49 +1,37 @@
-"""The ``TranscriptStore`` role of the SQLite store: sessions, turns, messages."""
+"""The ``TranscriptStore`` role of the SQLite store: sessions, turns, messages.
+
+Most of it is ``store_common.transcript``; here are ensuring and deleting a session and
+starting a turn, whose statements are SQLite's own.
+"""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from agent_lab.domain.errors import SessionNotFound, UsageError
 from agent_lab.domain.messages import ChatMessage
-from agent_lab.infrastructure.sqlite.connection import StoreCore
-from agent_lab.infrastructure.sqlite.journal import uncommitted_messages
-from agent_lab.infrastructure.sqlite.records import checked_id, dumps, new_id, now_iso
+from agent_lab.infrastructure.sqlite.journal import SqlCore, uncommitted_messages
+from agent_lab.infrastructure.sqlite.records import checked_id, dumps, now_iso
 from agent_lab.infrastructure.sqlite.rows import (
-    MESSAGE_COLUMNS,
-    SESSION_SELECT,
     insert_messages,
     insert_session,
-    message_dict,
     message_fields,
-    require_session,
     select_session,
-    select_turns,
-    session_dict,
     session_exists,
     touch,
     turn_exists,
 )
+from agent_lab.infrastructure.store_common.transcript import SharedTranscript
 
 
-class TranscriptRole(StoreCore):
-    """Sessions, turns and the visible transcript."""
+class TranscriptRole(SqlCore, SharedTranscript):
+    """Sessions, turns and the visible transcript: what this store does its own way."""
 
-    def create_session(
-        self, title: str, config: dict[str, Any], session_id: str | None = None
-    ) -> str:
-        """Create a session and return its id (a fresh uuid4 hex when not given).
-
-        Raises:
-            UsageError: a session with ``session_id`` already exists.
-        """
-        session_id = new_id() if session_id is None else checked_id(session_id)
-        config_json = dumps(config, "session config")
-        with self._write() as conn:
-            if session_exists(conn, session_id):
-                raise UsageError(f"session {session_id!r} already exists")
-            insert_session(conn, session_id, title, config_json)
-        return session_id
+    def _uncommitted_messages(
+        self, conn: sqlite3.Connection, session_id: str
+    ) -> list[dict[str, Any]]:
+        return uncommitted_messages(conn, session_id)
 
     def ensure_session(self, session_id: str, title: str, config: dict[str, Any]) -> dict[str, Any]:
         """Create the session unless it exists (keeping its config); return it."""
@@ -55,17 +43,6 @@ class TranscriptRole(StoreCore):
             session = select_session(conn, session_id)
         assert session is not None
         return session
-
-    def get_session(self, session_id: str) -> dict[str, Any] | None:
-        """Return the session summary dict, or ``None`` when there is no such session."""
-        with self._read() as conn:
-            return select_session(conn, session_id)
-
-    def list_sessions(self) -> list[dict[str, Any]]:
-        """Return every session summary, newest first."""
-        with self._read() as conn:
-            rows = conn.execute(f"{SESSION_SELECT} ORDER BY seq DESC").fetchall()
-        return [session_dict(row) for row in rows]
 
     def delete_session(self, session_id: str) -> None:
         """Delete the session and everything recorded for it.
@@ -83,18 +60,6 @@ class TranscriptRole(StoreCore):
     def _forget_session(self, session_id: str) -> None:
         self._tokens.pop(session_id, None)
         self._known_blobs.pop(session_id, None)
-
-    # --------------------------------------------------------------------- turns
-
-    def next_turn_index(self, session_id: str) -> int:
-        """Return one more than the highest recorded turn index (1 for a new session)."""
-        with self._read() as conn:
-            require_session(conn, session_id)
-            row = conn.execute(
-                "SELECT coalesce(max(turn_index), 0) FROM turns WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
-        return int(row[0]) + 1
 
     def start_turn(
         self,
@@ -125,92 +90,3 @@ class TranscriptRole(StoreCore):
                 insert_messages(conn, session_id, turn_index, rows)  # touches the session
             else:
                 touch(conn, session_id, now)
-
-    def complete_turn(
-        self,
-        session_id: str,
-        turn_index: int,
-        *,
-        status: str = "completed",
-        wall_time_ms: int | None = None,
-        round_count: int | None = None,
-        failure_reason: str | None = None,
-        failure_message: str | None = None,
-    ) -> None:
-        """Set a turn's final status, wall time, round count and (when it failed) why.
-
-        Args:
-            failure_reason: The machine-readable reason of a failed turn (the
-                ``failure_reason`` of its ``error`` output).
-            failure_message: The readable message that went with it.
-
-        Raises:
-            UsageError: the turn was never started.
-        """
-        with self._write() as conn:
-            self.writable(conn, session_id)
-            now = now_iso()
-            updated = conn.execute(
-                "UPDATE turns SET status = ?, wall_time_ms = ?, round_count = ?,"
-                " failure_reason = ?, failure_message = ?, completed_at = ?"
-                " WHERE session_id = ? AND turn_index = ?",
-                (
-                    status,
-                    wall_time_ms,
-                    round_count,
-                    failure_reason,
-                    failure_message,
-                    now,
-                    session_id,
-                    turn_index,
-                ),
-            )
-            if updated.rowcount == 0:
-                raise UsageError(f"turn {turn_index} of session {session_id!r} was never started")
-            touch(conn, session_id, now)
-
-    def list_turns(self, session_id: str) -> list[dict[str, Any]]:
-        """Return the session's turns in order: ``turn_index``, ``status``,
-        ``wall_time_ms``, ``round_count``, ``user_message``, ``failure_reason``,
-        ``failure_message``, ``started_at`` and ``completed_at``."""
-        with self._read() as conn:
-            require_session(conn, session_id)
-            return select_turns(conn, session_id)
-
-    # ------------------------------------------------------- visible transcript
-
-    def append_message(self, session_id: str, turn_index: int, message: ChatMessage) -> int:
-        """Append one message to the visible transcript; return its ``seq``."""
-        return self.append_messages(session_id, turn_index, [message])[0]
-
-    def append_messages(
-        self, session_id: str, turn_index: int, messages: list[ChatMessage]
-    ) -> list[int]:
-        """Append messages in one transaction; return their ``seq`` numbers."""
-        rows = [message_fields(message) for message in messages]
-        with self._write() as conn:
-            self.writable(conn, session_id)
-            return insert_messages(conn, session_id, turn_index, rows)
-
-    def list_messages(self, session_id: str, include_pending: bool = False) -> list[dict[str, Any]]:
-        """Return the visible transcript in order.
-
-        Args:
-            session_id: The session.
-            include_pending: Also render the tool journal's uncommitted batches (their
-                assistant message, then each landed result) after the committed
-                messages. Every message then has a ``state`` key: ``committed`` or
-                the batch's ``pending`` / ``cancelled`` / ``failed``.
-        """
-        with self._read() as conn:
-            require_session(conn, session_id)
-            rows = conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq",
-                (session_id,),
-            ).fetchall()
-            messages = [message_dict(row) for row in rows]
-            if not include_pending:
-                return messages
-            for message in messages:
-                message["state"] = "committed"
-            return messages + uncommitted_messages(conn, session_id)
