@@ -37,7 +37,7 @@ def ray_instance() -> Iterator[None]:
 
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
-            node_ip = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+            node_ip = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call,unused-ignore]
             assert node_ip == "127.0.0.1", f"the Ray instance listens on {node_ip}"
             yield
         finally:
