@@ -4,11 +4,13 @@ this machine fails."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from agent_lab.testing.postgres_server import PostgresServer, postgres_available
 from tests.browser_gate import pytest_runtest_setup
 from tests.offline_site import sitecustomize as offline
 
@@ -33,3 +35,16 @@ def _stays_offline() -> Iterator[None]:
     blocked = offline.violations[before:]
     if blocked:
         pytest.fail("\n".join(blocked), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server for the session (the conformance and scale tests);
+    without the server binaries the tests skip, unless AGENT_LAB_REQUIRE_POSTGRES=1."""
+    if not postgres_available():
+        hint = "PostgreSQL is not installed: sudo apt-get install postgresql"
+        if os.environ.get("AGENT_LAB_REQUIRE_POSTGRES") == "1":
+            pytest.fail(hint)
+        pytest.skip(hint)
+    with PostgresServer() as server:
+        yield server
