@@ -107,3 +107,26 @@ def run_in_private_mount(
         timeout=timeout,
         check=False,
     )
+
+
+def ledger_batch(store: SessionStore, *ids: str, turn: int = 1) -> str:
+    """A direct-mode batch of ``ids`` in session ``s`` (made, with its turn, if missing)."""
+    if store.get_session("s") is None:
+        store.create_session("ledger", {}, session_id="s")
+    if turn not in [t["turn_index"] for t in store.list_turns("s")]:
+        store.start_turn("s", turn, "go", messages=[user("go")])
+    events = [call(call_id) for call_id in ids]
+    return store.begin_batch(
+        "s",
+        turn,
+        1,
+        scope=f"s:turn-{turn}:round-1",
+        mode="chat_agent_tools",
+        events=events,
+        assistant=assistant("", *events),
+    )
+
+
+def journal_calls(store: SessionStore) -> list[dict[str, Any]]:
+    """Every journaled call of session ``s``, in order."""
+    return [c for batch in store.list_batches("s") for c in batch["calls"]]

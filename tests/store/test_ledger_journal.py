@@ -14,52 +14,31 @@ from agent_lab.application.session_store import SessionStore
 from agent_lab.domain.errors import UsageError
 from agent_lab.infrastructure.sqlite import schema
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
-from tests.store.store_support import assistant, call, tool_reply, user
+from tests.store.store_support import call, journal_calls, ledger_batch, tool_reply
 
 SCOPE = "s:turn-1:round-1"
 
 
-def _batch(store: SessionStore, *ids: str, turn: int = 1) -> str:
-    if store.get_session("s") is None:
-        store.create_session("ledger", {}, session_id="s")
-    if turn not in [t["turn_index"] for t in store.list_turns("s")]:
-        store.start_turn("s", turn, "go", messages=[user("go")])
-    events = [call(call_id) for call_id in ids]
-    return store.begin_batch(
-        "s",
-        turn,
-        1,
-        scope=f"s:turn-{turn}:round-1",
-        mode="chat_agent_tools",
-        events=events,
-        assistant=assistant("", *events),
-    )
-
-
-def _calls(store: SessionStore) -> list[dict[str, object]]:
-    return [c for batch in store.list_batches("s") for c in batch["calls"]]
-
-
 def test_each_call_goes_pending_dispatched_outcome_with_its_key(store: SessionStore) -> None:
-    batch = _batch(store, "a", "b")
-    assert [(c["state"], c["idempotency_key"]) for c in _calls(store)] == [
+    batch = ledger_batch(store, "a", "b")
+    assert [(c["state"], c["idempotency_key"]) for c in journal_calls(store)] == [
         ("pending", f"{SCOPE}:a"),
         ("pending", f"{SCOPE}:b"),
     ]
 
     store.mark_dispatched(batch, "a", {"n": 1})
-    dispatched = _calls(store)[0]
+    dispatched = journal_calls(store)[0]
     assert (dispatched["state"], dispatched["arguments"]) == ("dispatched", {"n": 1})
     assert dispatched["dispatched_at"] is not None
 
     store.record_result(batch, "a", "succeeded", tool_reply(call("a")))
     store.record_result(batch, "b", "failed", tool_reply(call("b"), '{"error": "no"}'))
-    assert [c["state"] for c in _calls(store)] == ["succeeded", "failed"]
-    assert _calls(store)[1]["arguments"] is None, "b never reached a handler"
+    assert [c["state"] for c in journal_calls(store)] == ["succeeded", "failed"]
+    assert journal_calls(store)[1]["arguments"] is None, "b never reached a handler"
 
 
 def test_a_call_is_dispatched_once_and_only_in_a_pending_batch(store: SessionStore) -> None:
-    batch = _batch(store, "a")
+    batch = ledger_batch(store, "a")
     store.mark_dispatched(batch, "a", {})
     with pytest.raises(UsageError, match="no pending call 'a'"):
         store.mark_dispatched(batch, "a", {})
@@ -71,35 +50,35 @@ def test_a_call_is_dispatched_once_and_only_in_a_pending_batch(store: SessionSto
 
 
 def test_abandoning_keeps_outcomes_and_splits_the_rest_by_dispatch(store: SessionStore) -> None:
-    batch = _batch(store, "done", "running", "waiting")
+    batch = ledger_batch(store, "done", "running", "waiting")
     store.mark_dispatched(batch, "done", {})
     store.record_result(batch, "done", "succeeded", tool_reply(call("done")))
     store.mark_dispatched(batch, "running", {})
 
     store.abandon_batch(batch)
 
-    assert [c["state"] for c in _calls(store)] == ["succeeded", "unknown", "cancelled"]
+    assert [c["state"] for c in journal_calls(store)] == ["succeeded", "unknown", "cancelled"]
 
 
 def test_an_outcome_can_be_recorded_as_unknown(store: SessionStore) -> None:
-    batch = _batch(store, "a")
+    batch = ledger_batch(store, "a")
     store.mark_dispatched(batch, "a", {})
     store.record_result(batch, "a", "unknown", tool_reply(call("a"), '{"status": "unknown"}'))
-    assert [c["state"] for c in _calls(store)] == ["unknown"]
+    assert [c["state"] for c in journal_calls(store)] == ["unknown"]
 
 
 def test_unreported_batches_are_abandoned_ones_and_those_of_unfinished_turns(
     store: SessionStore,
 ) -> None:
-    finished = _batch(store, "f1", turn=1)
+    finished = ledger_batch(store, "f1", turn=1)
     store.commit_batch(finished, [])
     store.complete_turn("s", 1)
-    abandoned = _batch(store, "x1", turn=2)
+    abandoned = ledger_batch(store, "x1", turn=2)
     store.abandon_batch(abandoned)
     store.complete_turn("s", 2, status="cancelled")
-    cut_off = _batch(store, "c1", turn=3)
+    cut_off = ledger_batch(store, "c1", turn=3)
     store.commit_batch(cut_off, [])  # turn 3 never finishes: its runtime died
-    _batch(store, "p1", turn=4)  # pending: a live runtime's
+    ledger_batch(store, "p1", turn=4)  # pending: a live runtime's
 
     unreported = store.list_unreported_batches("s")
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
-from agent_lab.application.session_store import SessionStore
 from agent_lab.domain.errors import PersistenceFailed, UsageError
-from tests.store_conformance.conformance_support import Backend, assistant, call, tool_reply, user
+from tests.store.store_support import journal_calls, ledger_batch
+from tests.store_conformance.conformance_support import Backend, call, tool_reply
 
 SCOPE = "s:turn-1:round-1"
 LEASE = 0.3
@@ -27,37 +26,16 @@ CALL_FIELDS = {
 }  # fmt: skip
 
 
-def _batch(store: SessionStore, *ids: str, turn: int = 1) -> str:
-    if store.get_session("s") is None:
-        store.create_session("ledger", {}, session_id="s")
-    if turn not in [t["turn_index"] for t in store.list_turns("s")]:
-        store.start_turn("s", turn, "go", messages=[user("go")])
-    events = [call(call_id) for call_id in ids]
-    return store.begin_batch(
-        "s",
-        turn,
-        1,
-        scope=f"s:turn-{turn}:round-1",
-        mode="chat_agent_tools",
-        events=events,
-        assistant=assistant("", *events),
-    )
-
-
-def _calls(store: SessionStore) -> list[dict[str, Any]]:
-    return [c for batch in store.list_batches("s") for c in batch["calls"]]
-
-
 def test_each_call_goes_pending_dispatched_outcome_with_its_key(backend: Backend) -> None:
     store = backend.open()
-    batch = _batch(store, "a", "b")
-    assert [(c["state"], c["idempotency_key"]) for c in _calls(store)] == [
+    batch = ledger_batch(store, "a", "b")
+    assert [(c["state"], c["idempotency_key"]) for c in journal_calls(store)] == [
         ("pending", f"{SCOPE}:a"),
         ("pending", f"{SCOPE}:b"),
     ]
 
     store.mark_dispatched(batch, "a", {"n": 1, "text": "ünïcode"})
-    dispatched = _calls(store)[0]
+    dispatched = journal_calls(store)[0]
     assert (dispatched["state"], dispatched["arguments"]) == (
         "dispatched",
         {"n": 1, "text": "ünïcode"},
@@ -66,14 +44,14 @@ def test_each_call_goes_pending_dispatched_outcome_with_its_key(backend: Backend
 
     store.record_result(batch, "a", "succeeded", tool_reply(call("a")))
     store.record_result(batch, "b", "failed", tool_reply(call("b"), '{"error": "no"}'))
-    assert [c["state"] for c in _calls(store)] == ["succeeded", "failed"]
-    assert _calls(store)[1]["arguments"] is None, "b never reached a handler"
-    assert _calls(store)[1]["dispatched_at"] is None
+    assert [c["state"] for c in journal_calls(store)] == ["succeeded", "failed"]
+    assert journal_calls(store)[1]["arguments"] is None, "b never reached a handler"
+    assert journal_calls(store)[1]["dispatched_at"] is None
 
 
 def test_the_journal_rows_have_the_same_fields_on_every_store(backend: Backend) -> None:
     store = backend.open()
-    batch = _batch(store, "a")
+    batch = ledger_batch(store, "a")
     store.mark_dispatched(batch, "a", {})
     (journal,) = store.list_batches("s")
     assert set(journal) == BATCH_FIELDS
@@ -83,11 +61,11 @@ def test_the_journal_rows_have_the_same_fields_on_every_store(backend: Backend) 
 
 def test_keys_arguments_and_dispatch_are_durable_for_another_store(backend: Backend) -> None:
     writer, reader = backend.open(), backend.open()
-    batch = _batch(writer, "a", "b")
+    batch = ledger_batch(writer, "a", "b")
     writer.mark_dispatched(batch, "a", {"city": "Oslo"})
     writer.close()
 
-    calls = _calls(reader)
+    calls = journal_calls(reader)
     assert [(c["idempotency_key"], c["state"], c["arguments"]) for c in calls] == [
         (f"{SCOPE}:a", "dispatched", {"city": "Oslo"}),
         (f"{SCOPE}:b", "pending", None),
@@ -96,7 +74,7 @@ def test_keys_arguments_and_dispatch_are_durable_for_another_store(backend: Back
 
 def test_a_call_is_dispatched_once_and_only_in_a_pending_batch(backend: Backend) -> None:
     store = backend.open()
-    batch = _batch(store, "a")
+    batch = ledger_batch(store, "a")
     store.mark_dispatched(batch, "a", {})
     with pytest.raises(UsageError, match="no pending call 'a'"):
         store.mark_dispatched(batch, "a", {})
@@ -111,7 +89,7 @@ def test_a_call_is_dispatched_once_and_only_in_a_pending_batch(backend: Backend)
 
 def test_abandoning_keeps_outcomes_and_splits_the_rest_by_dispatch(backend: Backend) -> None:
     store = backend.open()
-    batch = _batch(store, "done", "running", "waiting")
+    batch = ledger_batch(store, "done", "running", "waiting")
     store.mark_dispatched(batch, "done", {})
     store.record_result(batch, "done", "succeeded", tool_reply(call("done")))
     store.mark_dispatched(batch, "running", {})
@@ -126,25 +104,25 @@ def test_abandoning_keeps_outcomes_and_splits_the_rest_by_dispatch(backend: Back
 
 def test_an_outcome_can_be_recorded_as_unknown(backend: Backend) -> None:
     store = backend.open()
-    batch = _batch(store, "a")
+    batch = ledger_batch(store, "a")
     store.mark_dispatched(batch, "a", {})
     store.record_result(batch, "a", "unknown", tool_reply(call("a"), '{"status": "unknown"}'))
-    assert [c["state"] for c in _calls(store)] == ["unknown"]
+    assert [c["state"] for c in journal_calls(store)] == ["unknown"]
 
 
 def test_unreported_batches_are_abandoned_ones_and_those_of_unfinished_turns(
     backend: Backend,
 ) -> None:
     store = backend.open()
-    finished = _batch(store, "f1", turn=1)
+    finished = ledger_batch(store, "f1", turn=1)
     store.commit_batch(finished, [])
     store.complete_turn("s", 1)
-    abandoned = _batch(store, "x1", turn=2)
+    abandoned = ledger_batch(store, "x1", turn=2)
     store.abandon_batch(abandoned)
     store.complete_turn("s", 2, status="cancelled")
-    cut_off = _batch(store, "c1", turn=3)
+    cut_off = ledger_batch(store, "c1", turn=3)
     store.commit_batch(cut_off, [])  # turn 3 never finishes: its runtime died
-    _batch(store, "p1", turn=4)  # pending: a live runtime's
+    ledger_batch(store, "p1", turn=4)  # pending: a live runtime's
 
     unreported = store.list_unreported_batches("s")
 
@@ -159,9 +137,9 @@ def test_unreported_batches_are_abandoned_ones_and_those_of_unfinished_turns(
 
 def test_a_batch_is_reported_once_and_an_unknown_one_marks_nothing(backend: Backend) -> None:
     store = backend.open()
-    first = _batch(store, "a", turn=1)
+    first = ledger_batch(store, "a", turn=1)
     store.abandon_batch(first)
-    second = _batch(store, "b", turn=2)
+    second = ledger_batch(store, "b", turn=2)
     store.abandon_batch(second)
 
     store.mark_reported([first], 3)
@@ -182,7 +160,7 @@ def test_taking_over_a_dead_writers_batch_leaves_dispatched_calls_unknown(
     dead, heir = backend.open(), backend.open()
     dead.create_session("ledger", {}, session_id="s")
     token = dead.claim_session("s", "dead", lease_seconds=30)
-    batch = _batch(dead, "ran", "queued")
+    batch = ledger_batch(dead, "ran", "queued")
     dead.mark_dispatched(batch, "ran", {"amount": 5})
     dead.release_claim("s", token)  # as a dead process's claim is taken over
 
@@ -202,7 +180,7 @@ def test_a_fenced_out_writer_cannot_dispatch_or_report_and_changes_nothing(
     stale, owner = backend.open(), backend.open()
     stale.create_session("ledger", {}, session_id="s")
     stale.claim_session("s", "stale", lease_seconds=LEASE)
-    batch = _batch(stale, "a", "b")
+    batch = ledger_batch(stale, "a", "b")
     stale.mark_dispatched(batch, "a", {"n": 1})
     time.sleep(LEASE + 0.2)
     owner.claim_session("s", "owner")  # the stale writer's batch is abandoned
@@ -229,11 +207,13 @@ def test_a_stale_writer_cannot_dispatch_into_the_new_owners_batch(backend: Backe
     stale.claim_session("s", "stale", lease_seconds=LEASE)
     time.sleep(LEASE + 0.2)
     owner.claim_session("s", "owner")
-    batch = _batch(owner, "a")
+    batch = ledger_batch(owner, "a")
 
     with pytest.raises(PersistenceFailed) as failed:
         stale.mark_dispatched(batch, "a", {"forged": True})
     assert failed.value.reason == "taken_over"
 
     owner.mark_dispatched(batch, "a", {"real": True})
-    assert [(c["state"], c["arguments"]) for c in _calls(owner)] == [("dispatched", {"real": True})]
+    assert [(c["state"], c["arguments"]) for c in journal_calls(owner)] == [
+        ("dispatched", {"real": True})
+    ]
