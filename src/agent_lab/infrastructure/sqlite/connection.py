@@ -1,4 +1,4 @@
-"""Opening a store file, and the guarded transactions every store method runs in.
+"""The guarded transactions every store method runs in (opening the file: ``opening``).
 
 ``StoreCore`` owns the one connection and its lock. Each write runs in ``_write()``:
 ``BEGIN IMMEDIATE`` (waiting up to ``busy_timeout_ms`` for another writer), the
@@ -27,7 +27,6 @@ Three rules keep failures honest:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sqlite3
 import threading
@@ -35,57 +34,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final, Literal, get_args
 
-from agent_lab.domain.errors import (
-    PersistenceFailed,
-    SessionNotFound,
-    StoreFormatError,
-    UsageError,
-)
+from agent_lab.domain.errors import PersistenceFailed, SessionNotFound, UsageError
 from agent_lab.infrastructure.sqlite.blobs import BlobCache
-from agent_lab.infrastructure.sqlite.errors import (
-    classify_os_error,
-    classify_sqlite_error,
-    map_open_errors,
-    map_sqlite_errors,
-    taken_over,
-)
+from agent_lab.infrastructure.sqlite.errors import map_sqlite_errors, taken_over
 from agent_lab.infrastructure.sqlite.group import Group
+from agent_lab.infrastructure.sqlite.opening import MEMORY, Options, Synchronous, open_connection
 from agent_lab.infrastructure.sqlite.rows import require_session
-from agent_lab.infrastructure.sqlite.schema import (
-    SCHEMA_VERSION,
-    check_file_header,
-    migrate,
-    read_version,
-    rollback_quietly,
-)
+from agent_lab.infrastructure.sqlite.schema import rollback_quietly
 
-Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
-"""SQLite ``PRAGMA synchronous`` levels accepted by the store."""
-
-MEMORY: Final = ":memory:"
-"""The path of a store that lives in process memory (``InMemorySessionStore``)."""
-
-_OPEN_RETRY_SECONDS: Final = 0.01
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Options:
-    busy_timeout_ms: int
-    synchronous: str
-    read_only: bool
-    max_size_bytes: int | None
-
-    def validate(self) -> None:
-        if self.busy_timeout_ms < 0:
-            raise UsageError(f"busy_timeout_ms must be >= 0, not {self.busy_timeout_ms}")
-        if self.synchronous.upper() not in get_args(Synchronous):
-            raise UsageError(
-                f"synchronous must be one of {get_args(Synchronous)}, not {self.synchronous!r}"
-            )
-        if self.max_size_bytes is not None and self.max_size_bytes <= 0:
-            raise UsageError(f"max_size_bytes must be positive, not {self.max_size_bytes}")
+__all__ = ["MEMORY", "Options", "StoreCore", "Synchronous"]
 
 
 class StoreCore:
@@ -335,105 +293,3 @@ class StoreCore:
 def _identity(path: Path) -> tuple[int, int]:
     stat = os.stat(path)
     return stat.st_dev, stat.st_ino
-
-
-# ---------------------------------------------------------------------- opening
-
-
-def open_connection(path: Path, options: Options) -> sqlite3.Connection:
-    """Open, check and (when needed) migrate the store at ``path``; return the connection.
-
-    Opening waits for other stores opening or migrating the same file (up to
-    ``busy_timeout_ms``) instead of failing as ``locked``.
-    """
-    memory = str(path) == MEMORY
-    if not memory:
-        _prepare_path(path, options.read_only)
-        check_file_header(path)
-    with map_open_errors(path):
-        conn = _connect(path, options, memory)
-        try:
-            _configure_patiently(conn, path, options, memory)
-        except BaseException:
-            conn.close()
-            raise
-    return conn
-
-
-def _prepare_path(path: Path, read_only: bool) -> None:
-    if read_only:
-        if not path.is_file():
-            raise StoreFormatError(f"there is no session store at {path}")
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise PersistenceFailed(
-            classify_os_error(exc), f"cannot create the directory {path.parent}: {exc}"
-        ) from exc
-
-
-def _connect(path: Path, options: Options, memory: bool) -> sqlite3.Connection:
-    target: str | Path = MEMORY if memory else path
-    if options.read_only:
-        target = f"{path.absolute().as_uri()}?mode=ro"
-        if _on_read_only_mount(path):
-            # No -shm can be created next to the file; read it as immutable media.
-            target += "&immutable=1"
-    return sqlite3.connect(
-        target,
-        timeout=options.busy_timeout_ms / 1000,
-        isolation_level=None,
-        check_same_thread=False,
-        uri=options.read_only,
-    )
-
-
-def _on_read_only_mount(path: Path) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
-
-
-def _configure_patiently(
-    conn: sqlite3.Connection, path: Path, options: Options, memory: bool
-) -> None:
-    """``_configure``, retried while another connection switches the file to WAL.
-
-    SQLite returns ``SQLITE_BUSY`` without calling the busy handler when a journal-mode
-    change or WAL recovery races another connection, so the busy timeout alone does not
-    cover a crowd of stores opening one new file.
-    """
-    deadline = time.monotonic() + options.busy_timeout_ms / 1000
-    while True:
-        try:
-            _configure(conn, path, options, memory)
-            return
-        except sqlite3.OperationalError as exc:
-            if classify_sqlite_error(exc) != "locked" or time.monotonic() >= deadline:
-                raise
-            rollback_quietly(conn)
-            time.sleep(_OPEN_RETRY_SECONDS)
-
-
-def _configure(conn: sqlite3.Connection, path: Path, options: Options, memory: bool) -> None:
-    conn.execute(f"PRAGMA busy_timeout = {int(options.busy_timeout_ms)}")
-    conn.execute("PRAGMA foreign_keys = ON")
-    version = read_version(conn, path)  # before anything could write to the file
-    if options.read_only:
-        if version < SCHEMA_VERSION:
-            raise StoreFormatError(
-                f"{path} has session store schema version {version} and needs an upgrade "
-                f"to {SCHEMA_VERSION}; open it once without read_only"
-            )
-        return
-    if not memory:
-        conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(f"PRAGMA synchronous = {options.synchronous.upper()}")
-    if version < SCHEMA_VERSION:  # an up-to-date file is opened without writing to it
-        migrate(conn, path)
-    if options.max_size_bytes is not None:
-        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-        pages = max(1, options.max_size_bytes // page_size)
-        conn.execute(f"PRAGMA max_page_count = {pages}")

@@ -43,9 +43,9 @@ import os
 from pathlib import Path
 
 from agent_lab.infrastructure.sqlite.claims import ClaimsRole
-from agent_lab.infrastructure.sqlite.connection import Options, Synchronous
 from agent_lab.infrastructure.sqlite.journal import JournalRole
 from agent_lab.infrastructure.sqlite.metrics import MetricsRole
+from agent_lab.infrastructure.sqlite.opening import Options, Synchronous
 from agent_lab.infrastructure.sqlite.transcript import TranscriptRole
 
 __all__ = ["SQLiteSessionStore", "Synchronous"]

@@ -1,0 +1,153 @@
+"""Opening a store file: checking, configuring and (when needed) migrating it.
+
+``open_connection`` is what ``StoreCore`` (``connection``) calls to get its one
+connection, and again to replace it after a confirmed-sound file confused it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Final, Literal, get_args
+
+from agent_lab.domain.errors import PersistenceFailed, StoreFormatError, UsageError
+from agent_lab.infrastructure.sqlite.errors import (
+    classify_os_error,
+    classify_sqlite_error,
+    map_open_errors,
+)
+from agent_lab.infrastructure.sqlite.schema import (
+    SCHEMA_VERSION,
+    check_file_header,
+    migrate,
+    read_version,
+    rollback_quietly,
+)
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+"""SQLite ``PRAGMA synchronous`` levels accepted by the store."""
+
+MEMORY: Final = ":memory:"
+"""The path of a store that lives in process memory (``InMemorySessionStore``)."""
+
+_OPEN_RETRY_SECONDS: Final = 0.01
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Options:
+    busy_timeout_ms: int
+    synchronous: str
+    read_only: bool
+    max_size_bytes: int | None
+
+    def validate(self) -> None:
+        if self.busy_timeout_ms < 0:
+            raise UsageError(f"busy_timeout_ms must be >= 0, not {self.busy_timeout_ms}")
+        if self.synchronous.upper() not in get_args(Synchronous):
+            raise UsageError(
+                f"synchronous must be one of {get_args(Synchronous)}, not {self.synchronous!r}"
+            )
+        if self.max_size_bytes is not None and self.max_size_bytes <= 0:
+            raise UsageError(f"max_size_bytes must be positive, not {self.max_size_bytes}")
+
+
+def open_connection(path: Path, options: Options) -> sqlite3.Connection:
+    """Open, check and (when needed) migrate the store at ``path``; return the connection.
+
+    Opening waits for other stores opening or migrating the same file (up to
+    ``busy_timeout_ms``) instead of failing as ``locked``.
+    """
+    memory = str(path) == MEMORY
+    if not memory:
+        _prepare_path(path, options.read_only)
+        check_file_header(path)
+    with map_open_errors(path):
+        conn = _connect(path, options, memory)
+        try:
+            _configure_patiently(conn, path, options, memory)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def _prepare_path(path: Path, read_only: bool) -> None:
+    if read_only:
+        if not path.is_file():
+            raise StoreFormatError(f"there is no session store at {path}")
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PersistenceFailed(
+            classify_os_error(exc), f"cannot create the directory {path.parent}: {exc}"
+        ) from exc
+
+
+def _connect(path: Path, options: Options, memory: bool) -> sqlite3.Connection:
+    target: str | Path = MEMORY if memory else path
+    if options.read_only:
+        target = f"{path.absolute().as_uri()}?mode=ro"
+        if _on_read_only_mount(path):
+            # No -shm can be created next to the file; read it as immutable media.
+            target += "&immutable=1"
+    return sqlite3.connect(
+        target,
+        timeout=options.busy_timeout_ms / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+        uri=options.read_only,
+    )
+
+
+def _on_read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _configure_patiently(
+    conn: sqlite3.Connection, path: Path, options: Options, memory: bool
+) -> None:
+    """``_configure``, retried while another connection switches the file to WAL.
+
+    SQLite returns ``SQLITE_BUSY`` without calling the busy handler when a journal-mode
+    change or WAL recovery races another connection, so the busy timeout alone does not
+    cover a crowd of stores opening one new file.
+    """
+    deadline = time.monotonic() + options.busy_timeout_ms / 1000
+    while True:
+        try:
+            _configure(conn, path, options, memory)
+            return
+        except sqlite3.OperationalError as exc:
+            if classify_sqlite_error(exc) != "locked" or time.monotonic() >= deadline:
+                raise
+            rollback_quietly(conn)
+            time.sleep(_OPEN_RETRY_SECONDS)
+
+
+def _configure(conn: sqlite3.Connection, path: Path, options: Options, memory: bool) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {int(options.busy_timeout_ms)}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    version = read_version(conn, path)  # before anything could write to the file
+    if options.read_only:
+        if version < SCHEMA_VERSION:
+            raise StoreFormatError(
+                f"{path} has session store schema version {version} and needs an upgrade "
+                f"to {SCHEMA_VERSION}; open it once without read_only"
+            )
+        return
+    if not memory:
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {options.synchronous.upper()}")
+    if version < SCHEMA_VERSION:  # an up-to-date file is opened without writing to it
+        migrate(conn, path)
+    if options.max_size_bytes is not None:
+        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        pages = max(1, options.max_size_bytes // page_size)
+        conn.execute(f"PRAGMA max_page_count = {pages}")
