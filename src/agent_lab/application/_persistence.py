@@ -1,6 +1,11 @@
 """Durable writes of one session through the ``SessionStore`` port, off the event loop.
 
-Writes run in a worker thread one at a time, in the order the session makes them.
+Writes run one at a time, in the order the session makes them, in a worker thread;
+or, when the store offers ``write_now`` (the SQLite store with ``synchronous`` ``OFF``
+or ``NORMAL``), on the loop itself when the store can make the write without waiting
+for anything, and it is small (``NOW_CHARS``). A write the store declines
+(``NotNow``: nothing was written) goes to the worker thread as usual, so what waits,
+waits there, and every failure is classified there.
 Audits are buffered and flushed with the next durable write (and at turn end), so the
 trail costs no extra round trip; when the store's class offers ``atomic_writes()`` (the
 SQLite store does) the audits and the write they precede commit in one transaction.
@@ -20,13 +25,20 @@ import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any, Final, TypeVar
 
 from agent_lab.application._audit_details import kept_failure_message
 from agent_lab.application._recording import BatchIntent
 from agent_lab.application._recovery import Recovery, recovery_from_batches
 from agent_lab.application.contracts import DebugRunRequest
-from agent_lab.application.session_store import CallMetric, CallStatus, SessionStore
+from agent_lab.application.session_store import (
+    CallMetric,
+    CallStatus,
+    NotNow,
+    SessionStore,
+    WritesNow,
+)
 from agent_lab.domain.errors import (
     AgentLabError,
     PersistenceFailed,
@@ -39,6 +51,10 @@ from agent_lab.domain.messages import ChatMessage
 T = TypeVar("T")
 
 LEASE_SECONDS = 30.0
+NOW_CHARS: Final = 64 * 1024
+"""A write whose messages, with those of the write before it (whose audits it carries),
+hold more characters than this goes to the worker thread even when the store could
+make it now: encoding and inserting it would hold up the loop."""
 _HOST = socket.gethostname()
 
 
@@ -70,6 +86,22 @@ def _grouping(store: SessionStore) -> Callable[[], AbstractContextManager[Any]]:
     return lambda: atomic(store)
 
 
+def _writing_now(store: SessionStore) -> WritesNow | None:
+    """The store, when its class offers ``write_now`` (as with ``_grouping``)."""
+    if getattr(type(store), "write_now", None) is None:
+        return None
+    now: WritesNow = store  # type: ignore[assignment]
+    return now
+
+
+class _Resumed(Exception):  # noqa: N818 (declines a write now, never escapes)
+    """A session with history is read back in the worker thread, not on the loop."""
+
+
+def _chars(messages: list[ChatMessage]) -> int:
+    return sum(len(message.content) for message in messages)
+
+
 class SessionRecorder:
     """Writes one session's turns, transcript, journal, metrics and audits."""
 
@@ -81,6 +113,9 @@ class SessionRecorder:
         self.store = store
         self.session_id = session_id
         self._atomic = _grouping(store)
+        self._now = _writing_now(store)
+        self._carried = 0
+        """Characters of the messages of the last write (its audits are still buffered)."""
         self._audits: list[tuple[int | None, str, dict[str, Any]]] = []
         self._claim_token: str | None = None
         self._claim_wait = claim_wait_seconds
@@ -90,9 +125,32 @@ class SessionRecorder:
         self._lost = asyncio.Event()
         self._lost_to: PersistenceFailed | None = None
 
-    async def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def _call(
+        self, function: Callable[..., T], *args: Any, chars: int = 0, **kwargs: Any
+    ) -> T:
+        """Buffered audits, then ``function(*args, **kwargs)``; ``chars`` is the size of
+        the messages it writes. On the loop when the store can, else in a worker thread."""
         audits, self._audits = self._audits, []
+        small = chars + self._carried <= NOW_CHARS
+        self._carried = chars
+        if self._now is not None and small:
+            try:
+                return self._now.write_now(partial(self._grouped, audits, function, args, kwargs))
+            except NotNow:
+                pass  # nothing was written: the usual way decides
         return await asyncio.to_thread(self._write, audits, function, args, kwargs)
+
+    def _grouped(
+        self,
+        audits: list[tuple[int | None, str, dict[str, Any]]],
+        function: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> T:
+        """The body of one ``write_now``: the audits, then the write."""
+        if audits:
+            self.store.append_audits(self.session_id, audits)
+        return function(*args, **kwargs)
 
     def _write(
         self,
@@ -141,20 +199,29 @@ class SessionRecorder:
         snapshot = request_snapshot(request)
         owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
-        def open_session() -> StoredSession:
+        def open_session(now: bool) -> tuple[StoredSession, str]:
             store, session_id = self.store, self.session_id
-            store.ensure_session(session_id, title, snapshot)
-            self._claim_token = store.claim_session(
+            session = store.ensure_session(session_id, title, snapshot)
+            if now and (session.get("turn_count") or session.get("message_count")):
+                raise _Resumed  # its history may be long: read it in the worker thread
+            token = store.claim_session(
                 session_id, owner, lease_seconds=LEASE_SECONDS, wait_seconds=self._claim_wait
             )
             records = store.list_messages(session_id)
             recovery = recovery_from_batches(store.list_unreported_batches(session_id))
-            return StoredSession(session_id, records, store.next_turn_index(session_id), recovery)
+            turn = store.next_turn_index(session_id)
+            return StoredSession(session_id, records, turn, recovery), token
 
         audits, self._audits = self._audits, []
+        grouped = self._claim_wait <= 0  # a claim that waits runs on its own, in a thread
         try:
-            stored = await asyncio.to_thread(
-                self._write, audits, open_session, (), {}, grouped=self._claim_wait <= 0
+            if self._now is not None and grouped:
+                with contextlib.suppress(NotNow):
+                    work = partial(self._grouped, audits, open_session, (True,), {})
+                    stored, self._claim_token = self._now.write_now(work)
+                    return stored
+            stored, self._claim_token = await asyncio.to_thread(
+                self._write, audits, open_session, (False,), {}, grouped=grouped
             )
         finally:
             if self._claim_token is not None:
@@ -202,11 +269,18 @@ class SessionRecorder:
             turn_index,
             user_message.content,
             messages=[user_message],
+            chars=2 * len(user_message.content),
         )
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
         if messages:
-            await self._call(self.store.append_messages, self.session_id, turn_index, messages)
+            await self._call(
+                self.store.append_messages,
+                self.session_id,
+                turn_index,
+                messages,
+                chars=_chars(messages),
+            )
 
     async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str:
         return await self._call(
@@ -219,6 +293,7 @@ class SessionRecorder:
             events=batch.events,
             assistant=batch.assistant,
             visible=batch.visible,
+            chars=_chars(batch.visible) + (len(batch.assistant.content) if batch.assistant else 0),
         )
 
     async def mark_dispatched(
@@ -230,10 +305,12 @@ class SessionRecorder:
     async def record_result(
         self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
     ) -> None:
-        await self._call(self.store.record_result, batch_id, event_id, status, result)
+        await self._call(
+            self.store.record_result, batch_id, event_id, status, result, chars=len(result.content)
+        )
 
     async def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None:
-        await self._call(self.store.commit_batch, batch_id, messages)
+        await self._call(self.store.commit_batch, batch_id, messages, chars=_chars(messages))
 
     async def abandon_batch(self, batch_id: str) -> None:
         """Best effort: the journal keeps the batch as cancelled, never as succeeded."""
@@ -296,6 +373,13 @@ class SessionRecorder:
             await self.flush()
             return
         audits, self._audits = self._audits, []
+        if self._now is not None and self._carried <= NOW_CHARS:
+            with contextlib.suppress(NotNow):
+                work = partial(
+                    self._grouped, audits, self.store.release_claim, (self.session_id, token), {}
+                )
+                self._now.write_now(work)
+                return
         await asyncio.to_thread(self._flush_and_release, audits, token)
 
     def _flush_and_release(

@@ -8,7 +8,8 @@ port the runtime takes; code and test doubles that need one role implement only 
 Adapters: ``agent_lab.infrastructure.sqlite_store.SQLiteSessionStore`` (a real SQLite
 file) and ``agent_lab.testing.InMemorySessionStore`` (the same store on SQLite's
 ``:memory:``). Methods are synchronous and short; the runtime calls them off the event
-loop.
+loop, except through ``WritesNow.write_now``, which a store offers only for writes it
+can make on the loop without waiting (the SQLite store: see ``sqlite.write_now``).
 
 Errors: unknown session ids raise ``SessionNotFound``; failed writes raise
 ``PersistenceFailed`` with a classified ``reason``; a session driven by another live
@@ -20,14 +21,17 @@ nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
 from agent_lab.application.contracts import ToolInvocationMode
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
+
+T = TypeVar("T")
 
 CallKind = Literal["chat", "argument_fallback", "argument_generation", "tool_execution"]
 CallAgent = Literal["chat_agent", "event_agent", "tool"]
@@ -220,3 +224,16 @@ class SessionClaims(Protocol):
 @runtime_checkable
 class SessionStore(TranscriptStore, MetricsStore, BatchJournal, SessionClaims, Protocol):
     """Durable sessions, turns, messages, audits, metrics, tool journal and claims."""
+
+
+class NotNow(Exception):  # noqa: N818 (a signal to the caller, not a failure)
+    """``write_now`` did not write: running the work now would have meant waiting, or
+    it failed. Nothing was written; the caller runs the same work the usual way (in a
+    worker thread), where any failure is classified as always."""
+
+
+class WritesNow(Protocol):
+    """A store that can run a short write on the calling thread (the event loop) when
+    that needs no waiting; otherwise it raises ``NotNow`` having written nothing."""
+
+    def write_now(self, work: Callable[[], T]) -> T: ...

@@ -27,6 +27,7 @@ Three rules keep failures honest:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -34,16 +35,27 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Final
 
 from agent_lab.domain.errors import PersistenceFailed, SessionNotFound, UsageError
 from agent_lab.infrastructure.sqlite.blobs import BlobCache
 from agent_lab.infrastructure.sqlite.errors import map_sqlite_errors, taken_over
 from agent_lab.infrastructure.sqlite.group import Group
-from agent_lab.infrastructure.sqlite.opening import MEMORY, Options, Synchronous, open_connection
+from agent_lab.infrastructure.sqlite.opening import (
+    MEMORY,
+    Options,
+    Synchronous,
+    open_connection,
+    writes_now,
+)
 from agent_lab.infrastructure.sqlite.rows import require_session
 from agent_lab.infrastructure.sqlite.schema import rollback_quietly
 
 __all__ = ["MEMORY", "Options", "StoreCore", "Synchronous"]
+
+CHECKPOINT_COMMITS: Final = 100
+"""Commits between this store's own WAL checkpoints (SQLite's default is every 1,000
+WAL pages; a session's commit is a few pages)."""
 
 
 class StoreCore:
@@ -64,6 +76,16 @@ class StoreCore:
         """The ``atomic_writes()`` block in progress, if any."""
         self._conn: sqlite3.Connection | None = open_connection(self._path, options)
         self._identity = None if self._memory else _identity(self._path)
+        self._writes_now = writes_now(options, self._memory)
+        """Short writes may run on the caller's thread (``write_now``)."""
+        self._own_checkpoints = self._writes_now and not self._memory
+        """The connection does not checkpoint by itself: the waiting paths do."""
+        self._unchecked_commits = 0
+        """Commits since this store's last checkpoint (``_own_checkpoints`` only)."""
+        self._patient = True
+        """The connection's busy timeout is ``busy_timeout_ms`` (``write_now`` sets 0)."""
+        self._now = False
+        """A ``write_now`` is in progress: failures are only mapped (see ``_mapped``)."""
 
     def close(self) -> None:
         """Close the connection; later calls raise ``UsageError``. Idempotent."""
@@ -154,13 +176,13 @@ class StoreCore:
                         "a write inside this atomic_writes() block failed; "
                         "the whole block was rolled back"
                     )
-                self._check_identity()
-                conn.execute("COMMIT")
+                self._commit(conn)
             except BaseException:
                 rollback_quietly(conn)
                 raise
             finally:
                 self._group = None
+            self._checkpoint_if_due(conn)
         for action in group.after_commit:
             action()
 
@@ -188,11 +210,11 @@ class StoreCore:
             self._begin_immediate(conn)
             try:
                 yield conn
-                self._check_identity()
-                conn.execute("COMMIT")
+                self._commit(conn)
             except BaseException:
                 rollback_quietly(conn)
                 raise
+            self._checkpoint_if_due(conn)
 
     @contextmanager
     def _in_group(self) -> Iterator[sqlite3.Connection]:
@@ -213,13 +235,39 @@ class StoreCore:
             return
         with self._lock, self._mapped():
             conn = self._connection()
+            self._be_patient(conn)
             conn.execute("BEGIN")
             try:
                 yield conn
             finally:
                 rollback_quietly(conn)
 
+    def _commit(self, conn: sqlite3.Connection) -> None:
+        self._check_identity()
+        conn.execute("COMMIT")
+        self._unchecked_commits += 1
+
+    def _checkpoint_due(self) -> bool:
+        return self._own_checkpoints and self._unchecked_commits >= CHECKPOINT_COMMITS
+
+    def _checkpoint_if_due(self, conn: sqlite3.Connection) -> None:
+        """Copy the WAL back into the file when this store's turn has come (the
+        connection's own automatic checkpoints are off: see ``write_now``). Best effort:
+        the write before it is already durable, and the next due write tries again."""
+        if not self._checkpoint_due():
+            return
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            self._unchecked_commits = 0
+
+    def _be_patient(self, conn: sqlite3.Connection) -> None:
+        """Wait up to ``busy_timeout_ms`` for a lock again (after a ``write_now``)."""
+        if not self._patient:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._options.busy_timeout_ms)}")
+            self._patient = True
+
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
+        self._be_patient(conn)
         budget = self._options.busy_timeout_ms
         failed_at = self._lock_failed_at
         recently = failed_at is not None and time.monotonic() - failed_at < budget / 1000
@@ -257,6 +305,10 @@ class StoreCore:
 
     @contextmanager
     def _mapped(self) -> Iterator[None]:
+        if self._now:  # the work reruns the usual way, which classifies and confirms
+            with map_sqlite_errors():
+                yield
+            return
         try:
             with map_sqlite_errors():
                 yield
@@ -288,6 +340,7 @@ class StoreCore:
         if old is not None:
             old.close()
         self._conn = open_connection(self._path, self._options)
+        self._patient = True
 
 
 def _identity(path: Path) -> tuple[int, int]:

@@ -34,6 +34,18 @@ MEMORY: Final = ":memory:"
 """The path of a store that lives in process memory (``InMemorySessionStore``)."""
 
 _OPEN_RETRY_SECONDS: Final = 0.01
+_NO_SYNC_ON_COMMIT: Final = frozenset({"OFF", "NORMAL"})
+
+
+def writes_now(options: Options, memory: bool) -> bool:
+    """Whether the store may run short writes on the caller's thread (``write_now``):
+    not when a commit waits for the disk (``FULL``, ``EXTRA``), nor when read-only.
+
+    Such a store's connection runs no automatic checkpoint (a checkpoint syncs the file
+    and copies the WAL back: not a thing to do on the event loop); the store runs
+    its own from the writes that may wait (``connection``).
+    """
+    return not options.read_only and (memory or options.synchronous.upper() in _NO_SYNC_ON_COMMIT)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -145,6 +157,8 @@ def _configure(conn: sqlite3.Connection, path: Path, options: Options, memory: b
     if not memory:
         conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {options.synchronous.upper()}")
+    if not memory and writes_now(options, memory):
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
     if version < SCHEMA_VERSION:  # an up-to-date file is opened without writing to it
         migrate(conn, path)
     if options.max_size_bytes is not None:

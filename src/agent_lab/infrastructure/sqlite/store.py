@@ -33,8 +33,10 @@ claim expiry times are wall-clock epoch seconds.
 
 The roles live in their own modules: ``transcript`` (sessions, turns, messages),
 ``metrics`` (audits, stored once through ``blobs``; call metrics), ``journal`` (tool
-batches) and ``claims``; ``connection`` opens the file and runs the transactions,
-``schema`` migrates it, ``errors`` classifies failures.
+batches) and ``claims``; ``opening`` opens the file, ``connection`` runs the
+transactions, ``write_now`` the short ones the event loop may make itself (no thread
+hand-off when nothing can wait), ``schema`` migrates the file, ``errors`` classifies
+failures.
 """
 
 from __future__ import annotations
@@ -47,11 +49,12 @@ from agent_lab.infrastructure.sqlite.journal import JournalRole
 from agent_lab.infrastructure.sqlite.metrics import MetricsRole
 from agent_lab.infrastructure.sqlite.opening import Options, Synchronous
 from agent_lab.infrastructure.sqlite.transcript import TranscriptRole
+from agent_lab.infrastructure.sqlite.write_now import WriteNowRole
 
 __all__ = ["SQLiteSessionStore", "Synchronous"]
 
 
-class SQLiteSessionStore(TranscriptRole, MetricsRole, JournalRole, ClaimsRole):
+class SQLiteSessionStore(TranscriptRole, MetricsRole, JournalRole, ClaimsRole, WriteNowRole):
     """Sessions, turns, transcript, audits, metrics, tool journal and claims in SQLite.
 
     Args:
