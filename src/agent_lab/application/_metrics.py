@@ -15,6 +15,7 @@ from agent_lab.application.contracts import ToolInvocationMode
 from agent_lab.application.events import EventBatchResult, EventSource
 from agent_lab.application.session_store import CallKind, CallMetric
 from agent_lab.domain.call_timing import CallTiming
+from agent_lab.domain.json_values import JsonTextList
 from agent_lab.domain.messages import TokenUsage
 
 ColdReason = Literal["client_warm_up", "first_call_of_client"]
@@ -71,16 +72,23 @@ class ModelCall:
 
     @property
     def raw_chunks(self) -> list[dict[str, Any]]:
-        """The chunks as dicts, exactly as the provider sent them."""
+        """The chunks as dicts, exactly as the provider sent them.
+
+        When the client gave every chunk's JSON text, the list keeps those texts
+        (``JsonTextList``), so a store writes the provider's bytes as they came.
+        """
         # Thousands of new, long-lived dicts at once: collecting while they are being
         # built only scans them again and again, so the collector waits until the end.
+        chunks = self._chunks
         paused = gc.isenabled()
         gc.disable()
         try:
-            return [orjson.loads(c) if isinstance(c, bytes) else c for c in self._chunks]
+            items = [orjson.loads(c) if isinstance(c, bytes) else c for c in chunks]
         finally:
             if paused:
                 gc.enable()
+        texts = [c for c in chunks if isinstance(c, bytes)]
+        return JsonTextList(items, texts) if len(texts) == len(chunks) and texts else items
 
 
 class ClientCalls:

@@ -11,13 +11,31 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
 from agent_lab.domain.errors import UsageError
+
+
+class JsonTextList(list[Any]):
+    """A list of values decoded from JSON texts, with the texts kept (``texts``).
+
+    It is an ordinary list to its readers; a writer that can splice JSON text (the
+    session stores) writes ``texts`` as they came instead of encoding the items
+    again. Provider chunks travel this way: the bytes the provider sent reach the
+    store once, unchanged. The items must equal the decoded texts: do not change them.
+    """
+
+    __slots__ = ("texts",)
+
+    def __init__(self, items: Iterable[Any], texts: Sequence[bytes]) -> None:
+        super().__init__(items)
+        self.texts = texts
 
 
 def json_default(value: object) -> object:

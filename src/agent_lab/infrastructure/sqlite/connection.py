@@ -39,7 +39,11 @@ from typing import Final
 
 from agent_lab.domain.errors import PersistenceFailed, SessionNotFound, UsageError
 from agent_lab.infrastructure.sqlite.blobs import BlobCache
-from agent_lab.infrastructure.sqlite.errors import map_sqlite_errors, taken_over
+from agent_lab.infrastructure.sqlite.errors import (
+    map_sqlite_errors,
+    persistence_failed,
+    taken_over,
+)
 from agent_lab.infrastructure.sqlite.group import Group
 from agent_lab.infrastructure.sqlite.opening import (
     MEMORY,
@@ -201,9 +205,16 @@ class StoreCore:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        if self._grouped():
-            with self._in_group() as conn:
-                yield conn
+        group = self._group
+        if group is not None and group.thread == threading.get_ident():
+            # One write inside an ``atomic_writes()`` block: a failure dooms the block.
+            # (Inline rather than nested context managers: this runs once per call.)
+            try:
+                yield self._connection()
+            except BaseException as exc:
+                group.failed = True
+                self._fail(exc)
+                raise
             return
         with self._lock, self._mapped():
             conn = self._connection()
@@ -215,17 +226,6 @@ class StoreCore:
                 rollback_quietly(conn)
                 raise
             self._checkpoint_if_due(conn)
-
-    @contextmanager
-    def _in_group(self) -> Iterator[sqlite3.Connection]:
-        """One write inside an ``atomic_writes()`` block: a failure dooms the block."""
-        assert self._group is not None
-        try:
-            with self._mapped():
-                yield self._connection()
-        except BaseException:
-            self._group.failed = True
-            raise
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -305,23 +305,33 @@ class StoreCore:
 
     @contextmanager
     def _mapped(self) -> Iterator[None]:
-        if self._now:  # the work reruns the usual way, which classifies and confirms
-            with map_sqlite_errors():
-                yield
-            return
         try:
-            with map_sqlite_errors():
-                yield
-        except PersistenceFailed as exc:
-            if exc.reason == "locked" and self._lock_failed_at is None:
-                self._lock_failed_at = time.monotonic()
-            if exc.reason == "corrupt" and not self._memory and self._file_is_sound():
-                self._reconnect()
-                raise PersistenceFailed(
-                    "unknown",
-                    f"{exc.detail} (the file passes an integrity check; the connection was reset)",
-                ) from exc
+            yield
+        except BaseException as exc:
+            self._fail(exc)
             raise
+
+    def _fail(self, exc: BaseException) -> None:
+        """Raise what a store call that failed with ``exc`` raises; return when that is
+        ``exc`` itself. A ``sqlite3`` error becomes ``PersistenceFailed``
+        (``map_sqlite_errors``); a lock given up on is remembered (one wait, see the
+        module docstring); reported corruption is confirmed. Inside ``write_now`` the
+        error is only mapped: the work reruns the usual way, which does the rest."""
+        if isinstance(exc, sqlite3.Error):
+            failure = persistence_failed(exc)
+            failure.__cause__ = exc  # as ``raise failure from exc``
+            self._fail(failure)
+            raise failure
+        if not isinstance(exc, PersistenceFailed) or self._now:
+            return
+        if exc.reason == "locked" and self._lock_failed_at is None:
+            self._lock_failed_at = time.monotonic()
+        if exc.reason == "corrupt" and not self._memory and self._file_is_sound():
+            self._reconnect()
+            raise PersistenceFailed(
+                "unknown",
+                f"{exc.detail} (the file passes an integrity check; the connection was reset)",
+            ) from exc
 
     def _file_is_sound(self) -> bool:
         try:

@@ -13,11 +13,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any, Final
+
+import orjson
 
 from agent_lab.domain.errors import SessionBusy, UsageError
 from agent_lab.domain.events import ToolCallEvent
-from agent_lab.domain.json_values import json_text
+from agent_lab.domain.json_values import JsonTextList, json_default, json_text
 from agent_lab.domain.messages import ChatMessage
 
 TITLE_LIMIT: Final = 80
@@ -76,8 +79,43 @@ def check_positive(value: float, name: str) -> None:
 
 
 def dumps(value: object, what: str) -> str:
-    """JSON text of a stored value; a value JSON cannot hold is a ``UsageError``."""
-    return json_text(value, what)
+    """JSON text of a stored value; a value JSON cannot hold is a ``UsageError``.
+
+    The text of ``json_text`` (the same conversions), written by orjson: a list that
+    kept its JSON texts (``JsonTextList``, e.g. provider chunks) is written as those
+    texts, unchanged. What orjson refuses (keys that are not strings, lone surrogates,
+    integers past 64 bits) is written by ``json_text`` as before; a float that is not
+    finite, which JSON cannot hold, is written as ``null``.
+    """
+    try:
+        return orjson.dumps(value, default=_orjson_default, option=_ORJSON_OPTIONS).decode()
+    except orjson.JSONEncodeError:
+        return json_text(value, what)
+
+
+_ORJSON_OPTIONS: Final = (
+    orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+"""Dataclasses, dates and subclasses of the JSON types go to ``_orjson_default``, so they
+become what ``json_text`` makes of them."""
+
+
+def _orjson_default(value: object) -> object:
+    if isinstance(value, JsonTextList):
+        return orjson.Fragment(b"[" + b",".join(value.texts) + b"]")
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, dict):
+        return dict(value)
+    return json_default(value)
 
 
 def message_json(message: ChatMessage) -> str:
