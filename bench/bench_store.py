@@ -12,7 +12,11 @@ live (default: a temporary directory; the file system matters for ``FULL``).
 The real ``DebugRuntime`` drives a session of ``--turns`` turns against a scripted model;
 each turn makes one tool call and two chat rounds. The store is wrapped in a proxy that
 times every call the runtime makes (in the runtime's worker thread), so the write
-sequence measured is exactly the runtime's. The first turn (session open, warm-up) is
+sequence measured is exactly the runtime's: a write the store makes on the event loop
+(``write_now``, SQLite ``NORMAL`` and in-memory) is timed there, and each such write's
+whole time is also a hold of the loop (the "loop holds" table: the largest is the
+longest the store kept the loop from anything else); writes the store declines there
+go to the worker thread and are timed in it. The first turn (session open, warm-up) is
 not counted. Reported: per-call latency (median / p95) and calls per turn, the store
 time per turn, and for SQLite the rows inserted and bytes written per turn
 (``wchar`` from ``/proc/self/io``: bytes handed to ``write``/``pwrite`` by the process,
@@ -25,6 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import platform
+import resource
 import sqlite3
 import sys
 import tempfile
@@ -44,7 +49,7 @@ from agent_lab.application.contracts import (
     ToolInvocationMode,
 )
 from agent_lab.application.runtime import DebugRuntime
-from agent_lab.application.session_store import SessionStore
+from agent_lab.application.session_store import NotNow, SessionStore
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.messages import ChatMessage, StreamItem, TokenUsage
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore, Synchronous
@@ -67,6 +72,7 @@ USAGE = TokenUsage(prompt_tokens=812, completion_tokens=64, total_tokens=876)
 
 
 GROUP = "atomic_writes (begin + commit)"
+NOW = "write_now (begin + commit, on the loop)"
 
 
 class TimedStore:
@@ -82,6 +88,36 @@ class TimedStore:
         self.transactions = 0
         """Store transactions: one per group, one per call outside a group."""
         self._inside: list[float] | None = None
+        self.holds: list[float] = []
+        """Each ``write_now``'s whole time on the loop (declined ones too)."""
+        self.hold_cpu: list[float] = []
+        """The same holds in CPU time of the loop's thread (the rest is time the OS
+        gave other threads: preemption, or a sleep in the store)."""
+        self.slept = 0
+        """Holds in which the loop's thread slept (a voluntary context switch: it
+        waited for I/O or a lock), which the store must never do."""
+        self.declined = 0
+
+    def write_now(self, work: Callable[[], Any]) -> Any:
+        inner = getattr(self.inner, "write_now", None)
+        if inner is None:
+            raise NotNow
+        switches = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+        cpu, started, self._inside = time.thread_time(), time.perf_counter(), []
+        try:
+            result = inner(work)
+        except NotNow:
+            self.declined += 1
+            raise
+        finally:
+            inside, self._inside = self._inside, None
+            took = time.perf_counter() - started
+            self.holds.append(took)
+            self.hold_cpu.append(time.thread_time() - cpu)
+            self.slept += resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw > switches
+        self.transactions += 1
+        self.calls[NOW].append(took - sum(inside))
+        return result
 
     @contextlib.contextmanager
     def atomic_writes(self) -> Iterator[None]:
@@ -183,6 +219,10 @@ class Run:
     audit_bytes: tuple[int, int] | None = None
     """Audit JSON written in the first and in the last measured turn."""
     transactions_per_turn: float = 0.0
+    holds: list[float] = field(default_factory=list)
+    hold_cpu: list[float] = field(default_factory=list)
+    slept: int = 0
+    declined_per_turn: float = 0.0
 
 
 def _wchar() -> int | None:
@@ -222,6 +262,9 @@ def bench_sqlite(
 
     def on_warm() -> None:
         store.calls.clear()
+        store.holds.clear()
+        store.hold_cpu.clear()
+        store.declined = store.slept = 0
         before.update(rows=_row_counts(path), wchar=_wchar(), transactions=store.transactions)
 
     def on_done() -> None:
@@ -232,6 +275,8 @@ def bench_sqlite(
             run.wchar_per_turn = (wchar - before["wchar"]) / turns
         run.audit_bytes = (_audit_bytes(path, 2), _audit_bytes(path, turns + 1))
         run.transactions_per_turn = (store.transactions - before["transactions"]) / turns
+        run.holds, run.hold_cpu, run.slept = list(store.holds), list(store.hold_cpu), store.slept
+        run.declined_per_turn = store.declined / turns
 
     asyncio.run(_drive(store, mode, turns, on_warm, on_done))
     store.inner.close()  # checkpoints the WAL into the database file
@@ -243,10 +288,18 @@ def bench_memory(mode: ToolInvocationMode, turns: int) -> Run:
     store = TimedStore(InMemorySessionStore())
     run = Run(f"in-memory, {mode}", turns, {})
 
+    def on_warm() -> None:
+        store.calls.clear()
+        store.holds.clear()
+        store.hold_cpu.clear()
+        store.declined = store.slept = 0
+
     def on_done() -> None:
         run.calls = dict(store.calls)
+        run.holds, run.hold_cpu, run.slept = list(store.holds), list(store.hold_cpu), store.slept
+        run.declined_per_turn = store.declined / turns
 
-    asyncio.run(_drive(store, mode, turns, store.calls.clear, on_done))
+    asyncio.run(_drive(store, mode, turns, on_warm, on_done))
     return run
 
 
@@ -294,7 +347,7 @@ def _latency_table(runs: list[Run]) -> list[str]:
 def _volume_table(runs: list[Run]) -> list[str]:
     sqlite_runs = [run for run in runs if run.rows_per_turn]
     calls = [
-        sum(len(v) for name, v in run.calls.items() if name != GROUP) / run.turns
+        sum(len(v) for name, v in run.calls.items() if name not in (GROUP, NOW)) / run.turns
         for run in sqlite_runs
     ]
     rows = [
@@ -328,6 +381,33 @@ def _volume_table(runs: list[Run]) -> list[str]:
     ]
 
 
+def _spread(values: list[float]) -> str:
+    return f"{_us(values, 0.5)} / {_us(values, 0.99)}" if values else "–"
+
+
+def _longest(values: list[float]) -> str:
+    return f"{max(values) * 1e6:,.0f}" if values else "–"
+
+
+def _holds_table(runs: list[Run]) -> list[str]:
+    lines = [
+        "| loop holds by `write_now` | " + " | ".join(run.label for run in runs) + " |",
+        "|---|" + "---:|" * len(runs),
+    ]
+    rows: list[tuple[str, Callable[[Run], str]]] = [
+        ("writes made on the loop, per turn", lambda r: f"{len(r.calls.get(NOW, [])) / r.turns:g}"),
+        ("declined (went to the worker thread), per turn", lambda r: f"{r.declined_per_turn:g}"),
+        ("hold µs, median / p99", lambda r: _spread(r.holds)),
+        ("longest hold µs (wall clock)", lambda r: _longest(r.holds)),
+        ("hold µs of CPU, median / p99", lambda r: _spread(r.hold_cpu)),
+        ("**longest hold µs of CPU**", lambda r: _longest(r.hold_cpu)),
+        ("holds in which the loop slept (I/O or lock waits)", lambda r: f"{r.slept}"),
+    ]  # fmt: skip
+    for label, cell in rows:
+        lines.append(f"| {label} | " + " | ".join(cell(run) for run in runs) + " |")
+    return lines
+
+
 def report(runs: list[Run], directory: Path) -> str:
     header = [
         f"## Session store: one persisted turn's writes ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
@@ -336,7 +416,8 @@ def report(runs: list[Run], directory: Path) -> str:
         f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.machine()}, store "
         f"files on {_fs_type(directory)}. The real runtime drives {runs[0].turns} turns "
         "(after one warm-up turn), each with one tool call and two chat rounds; every store "
-        "call it makes is timed in its worker thread.",
+        "call it makes is timed where it runs (on the event loop through `write_now`, "
+        "else in the worker thread).",
         "",
         "Per-call latency in µs, median / p95 (×calls per turn):",
         "",
@@ -348,7 +429,8 @@ def report(runs: list[Run], directory: Path) -> str:
         "to it, so a turn's audit JSON stays flat as the history grows (last row; "
         "`bench_session_growth.py` measures a 500-turn session).",
     ]
-    return "\n".join([*header, *_latency_table(runs), "", *_volume_table(runs), *note]) + "\n"
+    tables = [*_latency_table(runs), "", *_holds_table(runs), "", *_volume_table(runs)]
+    return "\n".join([*header, *tables, *note]) + "\n"
 
 
 SECTION_START = "<!-- bench_store:start -->"
@@ -391,6 +473,8 @@ def suite_run(quick: bool = False) -> Any:
         * 1000
         for run in runs
     }
+    figures |= {f"longest_hold_cpu_ms[{r.label}]": max(r.hold_cpu) * 1e3 for r in runs if r.holds}
+    figures |= {f"holds_that_slept[{r.label}]": r.slept for r in runs if r.holds}
     return Report(
         "Session store: one persisted turn's writes",
         ".venv/bin/python -m bench --only store",
