@@ -191,3 +191,26 @@ async def test_a_full_file_fails_the_write_as_disk_full_after_the_loop_tried_it(
     first_try, usual = store.threads["start_turn"][-2:]
     assert first_try == loop_thread and usual != loop_thread
     store.close()
+
+
+@pytest.mark.asyncio
+async def test_a_session_with_history_is_read_back_in_a_worker_thread(tmp_path: Path) -> None:
+    store = ThreadNotingStore(tmp_path / "lab.sqlite3")
+    runtime = DebugRuntime(_model("dual_agent"), registry=_registry([]), session_store=store)
+    queues = runtime.start_session(_request("dual_agent"))
+    await _until(queues, {"turn_completed", "error"})
+    await runtime.aclose()
+
+    again = DebugRuntime(_model("dual_agent"), registry=_registry([]), session_store=store)
+    queues = again.start_session(_request("dual_agent").model_copy(update={"user_message": "more"}))
+    second = await _until(queues, {"turn_completed", "error"})
+    await again.aclose()
+    assert second[-1]["type"] == "turn_completed", second[-1]
+    loop_thread = threading.get_ident()
+    # new: on the loop; resumed: tried on the loop (declined: it has history), then a worker
+    assert store.threads["ensure_session"][0] == loop_thread
+    assert store.threads["ensure_session"][1:] == [loop_thread, store.threads["ensure_session"][2]]
+    assert store.threads["ensure_session"][2] != loop_thread
+    users = [m["content"] for m in store.list_messages("faulty") if m["role"] == "user"]
+    assert users == ["first turn", "more"]
+    store.close()

@@ -25,7 +25,8 @@ from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
 KEY = "sk-test-provider-bytes-0123456789"
 CHUNKS = [
     b'{ "id" : "c1",  "object":"chat.completion.chunk", "choices":[{"index":0,'
-    b'"delta":{"role":"assistant","content":"Caf\\u00e9 "}}], "vendor": {"z": 1, "a": [1.50, null]} }',
+    b'"delta":{"role":"assistant","content":"Caf\\u00e9 "}}],'
+    b' "vendor": {"z": 1, "a": [1.50, null]} }',
     b'{"id":"c1","choices":[{"index":0,"delta":{"content":"ol\\u00e9"},"finish_reason":null}]}',
     b'{"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
     b'"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}',

@@ -23,21 +23,26 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 from agent_lab.application._audit_details import kept_failure_message
 from agent_lab.application._recording import BatchIntent
 from agent_lab.application._recovery import Recovery, recovery_from_batches
+from agent_lab.application._store_access import (
+    NOW_CHARS,
+    Resumed,
+    chars_of,
+    grouping,
+    writing_now,
+)
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.session_store import (
     CallMetric,
     CallStatus,
     NotNow,
     SessionStore,
-    WritesNow,
 )
 from agent_lab.domain.errors import (
     AgentLabError,
@@ -51,10 +56,6 @@ from agent_lab.domain.messages import ChatMessage
 T = TypeVar("T")
 
 LEASE_SECONDS = 30.0
-NOW_CHARS: Final = 64 * 1024
-"""A write whose messages, with those of the write before it (whose audits it carries),
-hold more characters than this goes to the worker thread even when the store could
-make it now: encoding and inserting it would hold up the loop."""
 _HOST = socket.gethostname()
 
 
@@ -74,34 +75,6 @@ def request_snapshot(request: DebugRunRequest) -> dict[str, Any]:
     return request.model_dump(mode="json", exclude={"user_message", "session_id"})
 
 
-def _grouping(store: SessionStore) -> Callable[[], AbstractContextManager[Any]]:
-    """The store's ``atomic_writes`` block, or a no-op one when it has none.
-
-    Only a method of the store's class counts: a wrapper that forwards calls one by
-    one (``__getattr__``) keeps one transaction per call, as its calls expect.
-    """
-    atomic = getattr(type(store), "atomic_writes", None)
-    if atomic is None:
-        return contextlib.nullcontext
-    return lambda: atomic(store)
-
-
-def _writing_now(store: SessionStore) -> WritesNow | None:
-    """The store, when its class offers ``write_now`` (as with ``_grouping``)."""
-    if getattr(type(store), "write_now", None) is None:
-        return None
-    now: WritesNow = store  # type: ignore[assignment]
-    return now
-
-
-class _Resumed(Exception):  # noqa: N818 (declines a write now, never escapes)
-    """A session with history is read back in the worker thread, not on the loop."""
-
-
-def _chars(messages: list[ChatMessage]) -> int:
-    return sum(len(message.content) for message in messages)
-
-
 class SessionRecorder:
     """Writes one session's turns, transcript, journal, metrics and audits."""
 
@@ -112,8 +85,8 @@ class SessionRecorder:
     ) -> None:
         self.store = store
         self.session_id = session_id
-        self._atomic = _grouping(store)
-        self._now = _writing_now(store)
+        self._atomic = grouping(store)
+        self._now = writing_now(store)
         self._carried = 0
         """Characters of the messages of the last write (its audits are still buffered)."""
         self._audits: list[tuple[int | None, str, dict[str, Any]]] = []
@@ -199,21 +172,26 @@ class SessionRecorder:
         snapshot = request_snapshot(request)
         owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
+        audits, self._audits = self._audits, []
+        grouped = self._claim_wait <= 0  # a claim that waits runs on its own, in a thread
+
         def open_session(now: bool) -> tuple[StoredSession, str]:
             store, session_id = self.store, self.session_id
             session = store.ensure_session(session_id, title, snapshot)
-            if now and (session.get("turn_count") or session.get("message_count")):
-                raise _Resumed  # its history may be long: read it in the worker thread
+            # Nothing recorded yet, seen in the transaction that claims it: nothing to read.
+            empty = grouped and session.get("turn_count") == session.get("message_count") == 0
+            if now and not empty:
+                raise Resumed  # its history may be long: read it in the worker thread
             token = store.claim_session(
                 session_id, owner, lease_seconds=LEASE_SECONDS, wait_seconds=self._claim_wait
             )
+            if empty:
+                return StoredSession(session_id, [], 1), token
             records = store.list_messages(session_id)
             recovery = recovery_from_batches(store.list_unreported_batches(session_id))
             turn = store.next_turn_index(session_id)
             return StoredSession(session_id, records, turn, recovery), token
 
-        audits, self._audits = self._audits, []
-        grouped = self._claim_wait <= 0  # a claim that waits runs on its own, in a thread
         try:
             if self._now is not None and grouped:
                 with contextlib.suppress(NotNow):
@@ -279,7 +257,7 @@ class SessionRecorder:
                 self.session_id,
                 turn_index,
                 messages,
-                chars=_chars(messages),
+                chars=chars_of(messages),
             )
 
     async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str:
@@ -293,7 +271,8 @@ class SessionRecorder:
             events=batch.events,
             assistant=batch.assistant,
             visible=batch.visible,
-            chars=_chars(batch.visible) + (len(batch.assistant.content) if batch.assistant else 0),
+            chars=chars_of(batch.visible)
+            + (len(batch.assistant.content) if batch.assistant else 0),
         )
 
     async def mark_dispatched(
@@ -310,7 +289,7 @@ class SessionRecorder:
         )
 
     async def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None:
-        await self._call(self.store.commit_batch, batch_id, messages, chars=_chars(messages))
+        await self._call(self.store.commit_batch, batch_id, messages, chars=chars_of(messages))
 
     async def abandon_batch(self, batch_id: str) -> None:
         """Best effort: the journal keeps the batch as cancelled, never as succeeded."""

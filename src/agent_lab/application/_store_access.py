@@ -1,0 +1,51 @@
+"""How the recorder reaches its store: grouped transactions, and writes on the loop.
+
+Both are optional capabilities of a store's class: ``atomic_writes()`` (commit several
+calls as one transaction) and ``write_now`` (make a short write on the calling thread
+when it needs no waiting, else ``NotNow``). Only a method of the store's class counts:
+a wrapper that forwards calls one by one (``__getattr__``) keeps one transaction per
+call, in a worker thread, as its calls expect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Final
+
+from agent_lab.application.session_store import SessionStore, WritesNow
+from agent_lab.domain.messages import ChatMessage
+
+NOW_CHARS: Final = 64 * 1024
+"""A write whose messages, with those of the write before it (whose audits it carries),
+hold more characters than this goes to the worker thread even when the store could
+make it now: encoding and inserting it would hold up the loop."""
+
+
+def grouping(store: SessionStore) -> Callable[[], AbstractContextManager[Any]]:
+    """The store's ``atomic_writes`` block, or a no-op one when it has none.
+
+    Only a method of the store's class counts: a wrapper that forwards calls one by
+    one (``__getattr__``) keeps one transaction per call, as its calls expect.
+    """
+    atomic = getattr(type(store), "atomic_writes", None)
+    if atomic is None:
+        return contextlib.nullcontext
+    return lambda: atomic(store)
+
+
+def writing_now(store: SessionStore) -> WritesNow | None:
+    """The store, when its class offers ``write_now`` (as with ``grouping``)."""
+    if getattr(type(store), "write_now", None) is None:
+        return None
+    now: WritesNow = store  # type: ignore[assignment]
+    return now
+
+
+class Resumed(Exception):  # noqa: N818 (declines a write now, never escapes)
+    """A session with history is read back in the worker thread, not on the loop."""
+
+
+def chars_of(messages: list[ChatMessage]) -> int:
+    return sum(len(message.content) for message in messages)
