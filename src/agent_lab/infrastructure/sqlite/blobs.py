@@ -203,21 +203,6 @@ def cap(value: Any) -> Any:
     return value
 
 
-def store(conn: sqlite3.Connection, session_id: str, packed: Packed) -> None:
-    """Insert the new bodies and list nodes of one write."""
-    if packed.blobs:
-        conn.executemany(
-            "INSERT OR IGNORE INTO audit_blobs (session_id, hash, body) VALUES (?, ?, ?)",
-            [(session_id, digest, body) for digest, body in packed.blobs.items()],
-        )
-    if packed.nodes:
-        conn.executemany(
-            "INSERT OR IGNORE INTO audit_lists (session_id, hash, parent, item)"
-            " VALUES (?, ?, ?, ?)",
-            [(session_id, node, *link) for node, link in packed.nodes.items()],
-        )
-
-
 # ---------------------------------------------------------------------- reading
 
 

@@ -22,7 +22,7 @@ from agent_lab.domain.errors import UsageError
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite.records import dumps, message_json, now_iso
 from agent_lab.infrastructure.sqlite.rows import message_fields
-from agent_lab.infrastructure.store_common.hooks import StoreHooks
+from agent_lab.infrastructure.store_common.batches import BatchStatements
 from agent_lab.infrastructure.store_common.journal import (
     BATCH_COLUMNS,
     CALL_COLUMNS,
@@ -42,18 +42,11 @@ _UNREPORTED = (
 )
 
 
-class Ledger(StoreHooks, BatchJournal):
+class Ledger(BatchStatements, BatchJournal):
     """Tool batches: pending before dispatch, results as they land, commit or abandon.
 
-    A store provides ``StoreHooks`` and the two hooks below (its connection type is its
-    own, hence ``Any``).
+    A store provides ``StoreHooks`` (its connection type is its own, hence ``Any``).
     """
-
-    def _executemany(self, conn: Any, statement: str, batch: list[tuple[Any, ...]]) -> None:
-        raise NotImplementedError
-
-    def _abandon(self, conn: Any, batch_ids: list[str], state: str, now: str) -> None:
-        raise NotImplementedError
 
     def open_batch(self, session_id: str, intent: BatchIntent) -> str:
         """Journal a tool batch as pending before any of its tools runs; return its id.
