@@ -23,7 +23,6 @@ from agent_lab.infrastructure.store_common.claims import (
     HOSTNAME,
     SharedClaims,
     process_started,
-    refusal,
 )
 
 
@@ -43,9 +42,8 @@ class ClaimsRole(SqlCore, SharedClaims):
     ) -> tuple[str | None, str]:
         with self._write() as conn:
             epoch = _lock_session(conn, session_id) + 1
-            claim = self._select_claim(conn, session_id)
             now = time.time()
-            holder = refusal(claim, now)
+            holder = self._refused(conn, session_id, now)
             if holder is not None:
                 return None, holder
             token = new_id()

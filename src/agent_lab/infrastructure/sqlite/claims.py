@@ -24,7 +24,6 @@ from agent_lab.infrastructure.store_common.claims import (
     HOSTNAME,
     SharedClaims,
     own_process_started,
-    refusal,
 )
 
 
@@ -45,9 +44,8 @@ class ClaimsRole(SqlCore, SharedClaims):
         started = own_process_started(pid)
         with self._write() as conn:
             require_session(conn, session_id)
-            claim = self._select_claim(conn, session_id)
             now = time.time()
-            holder = refusal(claim, now)
+            holder = self._refused(conn, session_id, now)
             if holder is not None:
                 return None, holder
             token = new_id()

@@ -111,6 +111,10 @@ class SharedClaims(BatchStatements):
             )
         self._after_commit(lambda: self._forget_token(session_id, token))
 
+    def _refused(self, conn: Any, session_id: str, now: float) -> str | None:
+        """Who keeps the session from being claimed now, or ``None`` when it can be taken."""
+        return refusal(self._select_claim(conn, session_id), now)
+
     def _select_claim(self, conn: Any, session_id: str) -> Claim | None:
         row = conn.execute(
             self._sql(
