@@ -25,7 +25,10 @@ WRITES = ("ensure_session", "start_turn", "append_messages", "begin_batch", "com
 
 
 class ThreadNotingStore(SQLiteSessionStore):
-    """The real store; ``threads[name]`` lists the thread of each call of ``name``."""
+    """The real store; ``threads[name]`` lists the thread of each call of ``name``.
+    Its notes never block, so it keeps the store's writes on the loop."""
+
+    WRITES_NOW = True
 
     def __init__(self, path: Path, **options: Any) -> None:
         super().__init__(path, **options)

@@ -138,6 +138,10 @@ class _OwnGroups(SQLiteSessionStore):
             yield
 
 
+class _Subclass(SQLiteSessionStore):
+    pass
+
+
 @pytest.mark.parametrize(
     "opened",
     [
@@ -145,8 +149,9 @@ class _OwnGroups(SQLiteSessionStore):
         lambda path: SQLiteSessionStore(path, synchronous="EXTRA"),
         lambda path: SQLiteSessionStore(path, read_only=True),
         _OwnGroups,
+        _Subclass,
     ],
-    ids=["full", "extra", "read_only", "atomic_writes_overridden"],
+    ids=["full", "extra", "read_only", "atomic_writes_overridden", "subclass"],
 )
 def test_write_now_is_never_used_where_a_commit_may_wait_or_do_more(
     tmp_path: Path, opened: Callable[[Path], SQLiteSessionStore]

@@ -23,6 +23,8 @@ __all__ = ["InMemorySessionStore"]
 class InMemorySessionStore(SQLiteSessionStore):
     """A ``SessionStore`` that lives in memory; the SQLite store without a file."""
 
+    WRITES_NOW = True  # nothing in memory waits: writes are made on the loop
+
     def __init__(self) -> None:
         super().__init__(MEMORY)
 

@@ -76,6 +76,8 @@ class SQLiteSessionStore(TranscriptRole, MetricsRole, JournalRole, ClaimsRole, W
         UsageError: an option is out of range.
     """
 
+    WRITES_NOW = True  # this class's own writes never block on the loop (``write_now``)
+
     def __init__(
         self,
         path: str | os.PathLike[str],

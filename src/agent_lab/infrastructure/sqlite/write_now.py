@@ -18,9 +18,12 @@ Otherwise, or when anything inside fails, the transaction is rolled back and
 ``NotNow`` says so: nothing was written, and the caller runs the same work the usual
 way (``asyncio.to_thread``), where a held lock is waited for and any failure is
 classified exactly as always (``locked`` after one wait, ``disk_full``,
-``read_only``, ``corrupt`` after an integrity check). A store whose class overrides
-``atomic_writes`` gets no ``write_now``: its override may add work or waits this
-module cannot vouch for.
+``read_only``, ``corrupt`` after an integrity check).
+
+Only a class that says so in its own body (``WRITES_NOW = True``: the SQLite store and
+the in-memory store) gets ``write_now``; a subclass does not inherit it, because its
+overrides (of ``atomic_writes``, of a write) may block or wait in ways this module
+cannot vouch for. Its writes go to the worker thread, as before.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from agent_lab.application.session_store import NotNow
 from agent_lab.infrastructure.sqlite.connection import StoreCore
@@ -40,6 +43,9 @@ T = TypeVar("T")
 
 class WriteNowRole(StoreCore):
     """``write_now``: one transaction on the calling thread, or ``NotNow``."""
+
+    WRITES_NOW: ClassVar[bool] = False
+    """Set in a class's own body to give that class (not its subclasses) ``write_now``."""
 
     def write_now(self, work: Callable[[], T]) -> T:
         """Run ``work`` (calls of this store's writes) in one transaction, now, on this
@@ -71,7 +77,7 @@ class WriteNowRole(StoreCore):
     def _may_write_now(self) -> bool:
         return (
             self._writes_now
-            and type(self).atomic_writes is StoreCore.atomic_writes
+            and type(self).__dict__.get("WRITES_NOW", False)
             and not self._checkpoint_due()
         )
 
