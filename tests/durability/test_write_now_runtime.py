@@ -8,6 +8,7 @@ a write ran (the loop's, or a worker's).
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
 from collections import defaultdict
@@ -17,8 +18,11 @@ from typing import Any
 
 import pytest
 
+from agent_lab.application.contracts import AgentParams, DebugRunRequest
 from agent_lab.application.runtime import DebugRuntime
+from agent_lab.domain.messages import StreamItem
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.testing import ScriptedChatClient
 from tests.durability.test_storage_faults import _model, _registry, _request, _until
 
 WRITES = ("ensure_session", "start_turn", "append_messages", "begin_batch", "complete_turn")
@@ -216,4 +220,31 @@ async def test_a_session_with_history_is_read_back_in_a_worker_thread(tmp_path: 
     assert store.threads["ensure_session"][2] != loop_thread
     users = [m["content"] for m in store.list_messages("faulty") if m["role"] == "user"]
     assert users == ["first turn", "more"]
+    store.close()
+
+
+@pytest.mark.asyncio
+async def test_an_answer_with_many_provider_bytes_is_written_in_a_worker_thread(
+    tmp_path: Path,
+) -> None:
+    chunk = b'{"choices":[{"index":0,"delta":{"content":"word "}}],"pad":"%s"}' % (b"p" * 400)
+    count = 800  # ~330 KiB of provider bytes: past NOW_RAW_BYTES, though 4,000 characters
+    items = [StreamItem.raw_response_chunk(json.loads(chunk), chunk) for _ in range(count)] + [
+        StreamItem.message_delta("word " * count)
+    ]
+    store = ThreadNotingStore(tmp_path / "lab.sqlite3")
+    runtime = DebugRuntime(ScriptedChatClient([items]), session_store=store)
+    request = DebugRunRequest(
+        session_id="bytes", user_message="hi", chat_agent=AgentParams(model="m")
+    )
+    queues = runtime.start_session(request)
+    first = await _until(queues, {"turn_completed", "error"})
+    await runtime.aclose()
+    assert first[-1]["type"] == "turn_completed", first[-1]
+    loop_thread = threading.get_ident()
+    assert store.threads["start_turn"] == [loop_thread]
+    assert len(store.threads["append_messages"]) == 1  # never tried on the loop
+    assert store.threads["append_messages"][0] != loop_thread
+    (response,) = [a for a in store.list_audit_logs("bytes") if a["event"] == "chat_agent_response"]
+    assert response["details"]["raw_chunks"] == [json.loads(chunk)] * count
     store.close()

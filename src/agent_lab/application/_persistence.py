@@ -3,7 +3,7 @@
 Writes run one at a time, in the order the session makes them, in a worker thread;
 or, when the store offers ``write_now`` (the SQLite store with ``synchronous`` ``OFF``
 or ``NORMAL``), on the loop itself when the store can make the write without waiting
-for anything, and it is small (``NOW_CHARS``). A write the store declines
+for anything, and it is small (``NOW_CHARS``, ``NOW_RAW_BYTES``). A write the store declines
 (``NotNow``: nothing was written) goes to the worker thread as usual, so what waits,
 waits there, and every failure is classified there.
 Audits are buffered and flushed with the next durable write (and at turn end), so the
@@ -32,9 +32,11 @@ from agent_lab.application._recording import BatchIntent
 from agent_lab.application._recovery import Recovery, recovery_from_batches
 from agent_lab.application._store_access import (
     NOW_CHARS,
+    NOW_RAW_BYTES,
     Resumed,
     chars_of,
     grouping,
+    raw_bytes,
     writing_now,
 )
 from agent_lab.application.contracts import DebugRunRequest
@@ -89,6 +91,8 @@ class SessionRecorder:
         self._now = writing_now(store)
         self._carried = 0
         """Characters of the messages of the last write (its audits are still buffered)."""
+        self._raw_bytes = 0
+        """Bytes of provider chunks in the buffered audits (``raw_bytes``)."""
         self._audits: list[tuple[int | None, str, dict[str, Any]]] = []
         self._claim_token: str | None = None
         self._claim_wait = claim_wait_seconds
@@ -103,9 +107,8 @@ class SessionRecorder:
     ) -> T:
         """Buffered audits, then ``function(*args, **kwargs)``; ``chars`` is the size of
         the messages it writes. On the loop when the store can, else in a worker thread."""
-        audits, self._audits = self._audits, []
-        small = chars + self._carried <= NOW_CHARS
-        self._carried = chars
+        small = self._small(chars)
+        audits = self._take_audits()
         if self._now is not None and small:
             try:
                 return self._now.write_now(partial(self._grouped, audits, function, args, kwargs))
@@ -161,6 +164,18 @@ class SessionRecorder:
 
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
         self._audits.append((turn_index, event, details))
+        self._raw_bytes += raw_bytes(details)
+
+    def _take_audits(self) -> list[tuple[int | None, str, dict[str, Any]]]:
+        audits, self._audits, self._raw_bytes = self._audits, [], 0
+        return audits
+
+    def _small(self, chars: int) -> bool:
+        """Whether a write of ``chars`` (with the buffered audits) may run on the loop;
+        call before ``_take_audits``."""
+        small = chars + self._carried <= NOW_CHARS and self._raw_bytes <= NOW_RAW_BYTES
+        self._carried = chars
+        return small
 
     async def open(self, request: DebugRunRequest, title: str) -> StoredSession:
         """Create the session if new, claim it (one writer), and read it back.
@@ -172,7 +187,8 @@ class SessionRecorder:
         snapshot = request_snapshot(request)
         owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
-        audits, self._audits = self._audits, []
+        small = self._small(0)
+        audits = self._take_audits()
         grouped = self._claim_wait <= 0  # a claim that waits runs on its own, in a thread
 
         def open_session(now: bool) -> tuple[StoredSession, str]:
@@ -193,7 +209,7 @@ class SessionRecorder:
             return StoredSession(session_id, records, turn, recovery), token
 
         try:
-            if self._now is not None and grouped:
+            if self._now is not None and grouped and small:
                 with contextlib.suppress(NotNow):
                     work = partial(self._grouped, audits, open_session, (True,), {})
                     stored, self._claim_token = self._now.write_now(work)
@@ -351,8 +367,9 @@ class SessionRecorder:
         if token is None:
             await self.flush()
             return
-        audits, self._audits = self._audits, []
-        if self._now is not None and self._carried <= NOW_CHARS:
+        small = self._small(0)
+        audits = self._take_audits()
+        if self._now is not None and small:
             with contextlib.suppress(NotNow):
                 work = partial(
                     self._grouped, audits, self.store.release_claim, (self.session_id, token), {}

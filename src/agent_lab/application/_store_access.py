@@ -15,12 +15,16 @@ from contextlib import AbstractContextManager
 from typing import Any, Final
 
 from agent_lab.application.session_store import SessionStore, WritesNow
+from agent_lab.domain.json_values import JsonTextList
 from agent_lab.domain.messages import ChatMessage
 
 NOW_CHARS: Final = 64 * 1024
 """A write whose messages, with those of the write before it (whose audits it carries),
 hold more characters than this goes to the worker thread even when the store could
 make it now: encoding and inserting it would hold up the loop."""
+NOW_RAW_BYTES: Final = 256 * 1024
+"""The same for the provider chunks its buffered audits carry: they are spliced in as
+they came (cheap), but past 1 MiB an audit's text is capped, which decodes them."""
 
 
 def grouping(store: SessionStore) -> Callable[[], AbstractContextManager[Any]]:
@@ -49,3 +53,17 @@ class Resumed(Exception):  # noqa: N818 (declines a write now, never escapes)
 
 def chars_of(messages: list[ChatMessage]) -> int:
     return sum(len(message.content) for message in messages)
+
+
+def raw_bytes(details: dict[str, Any]) -> int:
+    """Bytes of provider chunks an audit carries (``raw_chunks`` of a chat response,
+    ``raw_model_chunks`` of an event-agent response); only those keys are looked at."""
+    total = _texts_size(details.get("raw_chunks"))
+    calls = details.get("raw_model_chunks")
+    if isinstance(calls, list):
+        total += sum(_texts_size(c.get("chunks")) for c in calls if isinstance(c, dict))
+    return total
+
+
+def _texts_size(value: object) -> int:
+    return sum(map(len, value.texts)) if isinstance(value, JsonTextList) else 0
