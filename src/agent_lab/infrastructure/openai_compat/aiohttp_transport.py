@@ -20,13 +20,15 @@ client:
   saw it). Only fresh-connection failures reach the SDK, which retries them as
   configured.
 
-Proxies come from the environment (``HTTPS_PROXY``, ``NO_PROXY``; ``aiohttp``'s
-``trust_env``), as with ``httpx``.
+Proxies come from the environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``), read
+once when the transport is made, as ``httpx`` does; ``aiohttp``'s own ``trust_env`` is
+off, because it looks up ``.netrc`` in a worker thread on every request.
 """
 
 from __future__ import annotations
 
 import ssl
+import urllib.request
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
@@ -75,6 +77,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._ssl = ssl_context
         self._limit = max_connections or 0
         self._keepalive = keepalive_expiry
+        self._proxies = urllib.request.getproxies_environment()
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
@@ -89,7 +92,6 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 trace_configs=[trace],
                 cookie_jar=aiohttp.DummyCookieJar(),  # httpx keeps the cookies, if any
                 auto_decompress=False,  # httpx decodes Content-Encoding
-                trust_env=True,
             )
         return self._session
 
@@ -129,6 +131,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     compress=False,
                     timeout=timeout,
                     trace_request_ctx=attempt,
+                    proxy=self._proxy(request.url),
                 )
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 if attempt.reused and tries_left and _not_connector_error(exc):
@@ -147,6 +150,13 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             request=request,
             extensions=extensions,
         )
+
+    def _proxy(self, url: httpx.URL) -> str | None:
+        if not self._proxies:
+            return None
+        if urllib.request.proxy_bypass(url.host):  # NO_PROXY
+            return None
+        return self._proxies.get(url.scheme)
 
     async def aclose(self) -> None:
         """Closes every pooled connection. Idempotent."""
