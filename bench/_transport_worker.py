@@ -1,11 +1,11 @@
 """One client process of the transport benchmark (``bench_transport`` starts these).
 
-    python -m bench._transport_worker CLIENT LOOP BASE_URL STREAMS [--profile N]
+    python -m bench._transport_worker CLIENT LOOP BASE_URL STREAMS OUT [--profile N]
 
 Warms up (imports, a first connection), prints ``ready``, waits for a start time
 (``time.perf_counter()`` of the shared monotonic clock) on stdin, then runs STREAMS
-streamed calls started evenly over one second from it, and prints one JSON line of
-figures. ``--profile N`` also prints the N functions with the most own CPU time.
+streamed calls started evenly over one second from it, and writes its figures as JSON
+to the file OUT. ``--profile N`` adds the N functions with the most own CPU time.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -192,8 +193,8 @@ def _profiled(run: Callable[[], dict[str, Any]], top: int) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    client, loop, base_url, streams = argv[:4]
-    top = int(argv[5]) if len(argv) > 5 and argv[4] == "--profile" else 0
+    client, loop, base_url, streams, out = argv[:5]
+    top = int(argv[6]) if len(argv) > 6 and argv[5] == "--profile" else 0
 
     def run() -> dict[str, Any]:
         coroutine = _run(CLIENTS[client], base_url, int(streams))
@@ -204,7 +205,7 @@ def main(argv: list[str]) -> None:
         return asyncio.run(coroutine)
 
     figures = _profiled(run, top) if top else run()
-    print(json.dumps(figures), flush=True)
+    Path(out).write_text(json.dumps(figures), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,8 @@ _SLACK = 5.0
 """Seconds the SDK's own per-attempt timeouts lie beyond our deadlines, so ours fire first."""
 _CONNECT_PROBE_TIMEOUT = 10.0
 
+_NO_MESSAGES: list[Any] = []
+"""What the SDK's typed ``messages`` argument gets; the real ones go in ``extra_body``."""
 _StreamingResponse = openai.AsyncAPIResponse[openai.AsyncStream[Any]]
 _Create = Any
 """The SDK's bound ``chat.completions.with_streaming_response.create``."""
@@ -340,9 +342,13 @@ class OpenAICompatibleChatClient:
             AbstractAsyncContextManager[_StreamingResponse],
             create(
                 model=model,
-                messages=cast(Any, request.messages),
+                messages=_NO_MESSAGES,
                 stream=True,
-                extra_body=request.options,
+                # The transcript is wire JSON already: handed over as ``extra_body`` it
+                # skips the SDK's typed-parameter transform, which walks every message
+                # against its TypedDicts (0.3 ms per call for one message, 5 ms for 20)
+                # and changes nothing in such a body.
+                extra_body={**request.options, "messages": request.messages},
                 extra_headers=self._request_headers,
             ),
         )
