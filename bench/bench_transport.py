@@ -17,7 +17,9 @@ the provider's), also divided by the chunks received: the figure that decides ho
 streams one core can hold, and the one that a loaded machine disturbs least.
 
 A setup with P processes runs N/P streams in each of P client processes started at
-the same moment: the multi-process layout (``agent-lab serve --workers P``).
+the same moment: the multi-process layout (``agent-lab serve --workers P``). "1 of 4
+processes alone" runs N/4 streams in one process: one process of a four-process layout
+when each has a core of its own, which a 2-core machine cannot give four processes.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ class Setup:
     """A ``_transport_worker.CLIENTS`` key."""
     loop: str = "asyncio"
     processes: int = 1
+    of: int = 1
+    """Run only 1/``of`` of the streams, in one process: one process of an ``of``-process
+    layout, measured alone (what it gets when each process has a core of its own)."""
 
 
 def setups() -> list[Setup]:
@@ -70,6 +75,11 @@ def setups() -> list[Setup]:
         if HAS_UVLOOP:
             found.append(Setup("chat client, aiohttp, uvloop", "chat-aiohttp", "uvloop"))
         found.append(Setup(f"chat client, aiohttp, {loop}, 2 processes", "chat-aiohttp", loop, 2))
+        found.append(
+            Setup(
+                f"chat client, aiohttp, {loop}, 1 of 4 processes alone", "chat-aiohttp", loop, of=4
+            )
+        )
     found.append(Setup("httpx directly (no SDK)", "httpx"))
     if HAS_AIOHTTP:
         found.append(Setup("aiohttp directly (no SDK)", "aiohttp"))
@@ -107,7 +117,7 @@ def cpu_of(pid: int) -> float:
 def run_setup(setup: Setup, base_url: str, streams: int, profile: int = 0) -> list[dict[str, Any]]:
     """Runs the setup's client processes together; one figures dict per process."""
     command = [sys.executable, "-m", "bench._transport_worker", setup.client, setup.loop]
-    share = max(1, streams // setup.processes)
+    share = max(1, streams // (setup.processes * setup.of))
     extra = ["--profile", str(profile)] if profile else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
     folder = tempfile.TemporaryDirectory(prefix="bench-transport-")
@@ -256,9 +266,13 @@ def run(quick: bool = False, sizes: list[int] | None = None, rounds: int = 1) ->
     if notes:
         markdown += "\n\nFailed streams: " + "; ".join(notes) + "."
     largest = max(sizes)
-    single = {k: r for k, r in results.items() if k[0] == largest and "processes" not in k[1]}
+    single = {
+        k: r
+        for k, r in results.items()
+        if k[0] == largest and k[1].startswith("chat client") and "process" not in k[1]
+    }
     best = min(single, key=lambda k: single[k]["p99"])
-    split_keys = [k for k in results if k[0] == largest and "processes" in k[1]]
+    split_keys = [k for k in results if k[0] == largest and "process" in k[1]]
     checks = [
         _check(f"p99 delay, {best[1]}, {largest} streams (best of one process)", results[best])
     ]
