@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import cProfile
+import gc
 import io
 import json
 import pstats
@@ -154,6 +155,8 @@ async def _run(client: Client, base_url: str, streams: int) -> dict[str, Any]:
     lags: list[float] = []
     async with client(base_url, streams) as stream:
         await _drain(stream, [])  # warm: imports, the first connection
+        gc.collect()
+        gc.freeze()  # as `agent-lab serve` does once started: no full passes over it
         print("ready", flush=True)
         start = float(await asyncio.to_thread(sys.stdin.readline))
 
