@@ -5,7 +5,9 @@
 Warms up (imports, a first connection), prints ``ready``, waits for a start time
 (``time.perf_counter()`` of the shared monotonic clock) on stdin, then runs STREAMS
 streamed calls started evenly over one second from it, and writes its figures as JSON
-to the file OUT. ``--profile N`` adds the N functions with the most own CPU time.
+to the file OUT. The heap built while warming up is frozen (``gc.freeze``), as
+``agent-lab serve`` does once started. ``--profile N`` adds the N functions with the
+most own CPU time.
 """
 
 from __future__ import annotations
