@@ -67,11 +67,11 @@ class Setup:
 
 def setups() -> list[Setup]:
     loop = "uvloop" if HAS_UVLOOP else "asyncio"
-    found = [Setup("chat client, httpx (default)", "chat-httpx")]
+    found = [Setup("chat client, httpx", "chat-httpx")]
     if HAS_HTTPX_AIOHTTP:
         found.append(Setup("chat client, httpx-aiohttp (SDK)", "chat-httpx-aiohttp"))
     if HAS_AIOHTTP:
-        found.append(Setup("chat client, aiohttp", "chat-aiohttp"))
+        found.append(Setup("chat client, aiohttp (default)", "chat-aiohttp"))
         if HAS_UVLOOP:
             found.append(Setup("chat client, aiohttp, uvloop", "chat-aiohttp", "uvloop"))
         found.append(Setup(f"chat client, aiohttp, {loop}, 2 processes", "chat-aiohttp", loop, 2))

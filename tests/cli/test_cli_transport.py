@@ -41,16 +41,16 @@ def test_run_answers_over_either_transport(cli_process: Invoke, transport: str) 
 
 
 def test_config_shows_the_transport_and_where_it_came_from(cli: Invoke) -> None:
-    from_flag = cli("config", "--json", "--transport", "aiohttp")
-    from_env = cli("config", "--json", AGENT_LAB_TRANSPORT="aiohttp")
+    from_flag = cli("config", "--json", "--transport", "httpx")
+    from_env = cli("config", "--json", AGENT_LAB_TRANSPORT="httpx")
     default = cli("config", "--json")
 
     assert from_flag.exit_code == from_env.exit_code == default.exit_code == 0
     shown = [json.loads(r.stdout) for r in (from_flag, from_env, default)]
     assert [s["settings"]["transport"] for s in shown] == [
-        {"value": "aiohttp", "source": "flag"},
-        {"value": "aiohttp", "source": "env AGENT_LAB_TRANSPORT"},
-        {"value": "httpx", "source": "default"},
+        {"value": "httpx", "source": "flag"},
+        {"value": "httpx", "source": "env AGENT_LAB_TRANSPORT"},
+        {"value": "aiohttp", "source": "default"},
     ]
 
 

@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -232,3 +233,15 @@ def test_an_unknown_transport_is_a_config_error(transport: Transport) -> None:
         OpenAICompatibleChatClient("http://127.0.0.1:9/v1", transport="curl")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="transport"):
         load_settings(environ={"AGENT_LAB_TRANSPORT": "curl"})
+
+
+@pytest.mark.asyncio
+async def test_the_default_is_aiohttp_for_the_client_and_the_settings(transport: Transport) -> None:
+    from agent_lab.infrastructure.openai_compat.aiohttp_transport import AiohttpTransport
+
+    async with OpenAICompatibleChatClient("http://127.0.0.1:9/v1") as chat:
+        await chat.warm_up()
+        sdk: Any = chat._sdk
+        pool = sdk._client._transport
+    assert isinstance(pool, AiohttpTransport)
+    assert LabSettings().transport == "aiohttp"

@@ -109,8 +109,8 @@ class OpenAICompatibleChatClient:
             default_headers: Extra headers sent with every request.
             http_client: A client to send requests with; the caller keeps ownership.
             transport: How the client's own requests travel when no ``http_client`` is
-                given: ``"httpx"`` or ``"aiohttp"`` (far less CPU per read with many
-                concurrent streams; needs the ``aiohttp`` extra). See ``openai_transport``.
+                given: ``"aiohttp"`` (far less CPU per stream) or ``"httpx"``. See
+                ``openai_transport``.
 
         Raises:
             ConfigError: ``base_url`` is not an http(s) URL, a deadline is not positive,

@@ -3,11 +3,12 @@
 The SDK makes every request either way (authentication, retries, its timeouts); the
 transport decides how the bytes travel:
 
-* ``"httpx"`` (the default): the SDK's own ``httpx`` client over ``httpcore``.
-* ``"aiohttp"``: an ``httpx`` client whose transport is an ``aiohttp`` connection pool
-  (``openai_compat.aiohttp_transport``). Reads cost far less CPU, which is what decides
-  how many concurrent streams one process can hold (``bench/bench_transport.py``). It
-  needs the ``aiohttp`` package (``pip install 'agent-lab[aiohttp]'``).
+* ``"aiohttp"`` (the default): an ``httpx`` client whose transport is an ``aiohttp``
+  connection pool (``openai_compat.aiohttp_transport``). Reads cost far less CPU, which
+  is what decides how many concurrent streams one process can hold
+  (``bench/bench_transport.py``), and the pool has no per-request scan of its
+  connections.
+* ``"httpx"``: the SDK's own ``httpx`` client over ``httpcore``.
 
 Both keep the SDK's connection defaults (up to 1,000 connections, 5 s keep-alive) and one
 TLS context for the process: loading the CA bundle takes 30-100 ms and holds the GIL, so
@@ -29,7 +30,7 @@ from agent_lab.domain.errors import ConfigError
 Transport = Literal["httpx", "aiohttp"]
 """How the chat client's requests travel."""
 TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
-DEFAULT_TRANSPORT: Transport = "httpx"
+DEFAULT_TRANSPORT: Transport = "aiohttp"
 
 _MAX_CONNECTIONS = 1000
 _KEEPALIVE_EXPIRY = 5.0
@@ -47,14 +48,16 @@ def check_transport(transport: str) -> Transport:
     """``transport`` as a ``Transport``, if it is one and can be used here.
 
     Raises:
-        ConfigError: An unknown transport, or ``"aiohttp"`` without the package.
+        ConfigError: An unknown transport, or ``"aiohttp"`` without the package (a
+            dependency, missing only from a broken install).
     """
     if transport not in TRANSPORTS:
         names = ", ".join(repr(name) for name in TRANSPORTS)
         raise ConfigError(f"unknown HTTP transport {transport!r}: choose one of {names}")
     if transport == "aiohttp" and importlib.util.find_spec("aiohttp") is None:
         raise ConfigError(
-            "the aiohttp transport needs the aiohttp package: pip install 'agent-lab[aiohttp]'"
+            "the aiohttp transport needs the aiohttp package: pip install aiohttp,"
+            " or choose transport = 'httpx'"
         )
     return transport
 

@@ -67,9 +67,9 @@ class LabSettings(BaseModel):
     """An OpenAI-compatible endpoint; ``None`` runs the simulated model."""
     api_key: SecretStr | None = None
     model: str | None = None
-    transport: Literal["httpx", "aiohttp"] = "httpx"
+    transport: Literal["httpx", "aiohttp"] = "aiohttp"
     """How requests reach the endpoint (``openai_transport``): ``aiohttp`` costs less CPU
-    per stream with many concurrent streams and needs the ``aiohttp`` extra."""
+    per stream than ``httpx``, which matters with many concurrent streams."""
     event_model: str | None = None
     mode: ToolInvocationMode = "dual_agent"
     tools: list[str] = Field(default_factory=lambda: list(DEFAULT_TOOLS))

@@ -112,8 +112,8 @@ TransportOption = Annotated[
     TransportChoice | None,
     typer.Option(
         "--transport",
-        help="How requests reach the endpoint: httpx (default) or aiohttp (less CPU per "
-        "stream with many concurrent streams; the 'aiohttp' extra). Env AGENT_LAB_TRANSPORT.",
+        help="How requests reach the endpoint: aiohttp (default; less CPU per stream) or "
+        "httpx. Env AGENT_LAB_TRANSPORT.",
         show_default=False,
     ),
 ]
