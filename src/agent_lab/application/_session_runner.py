@@ -23,7 +23,7 @@ from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application._transcript import History, fold_title, persisted_call_ids
-from agent_lab.application._turn import EngineDeps, TurnEngine, as_user_message
+from agent_lab.application._turn import EngineDeps, EventServices, TurnEngine, as_user_message
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.event_agent import EventAgent, ReplyChannel
 from agent_lab.application.events import EventBatchExecutor
@@ -61,10 +61,7 @@ class SessionRunner:
         self.one_shot = one_shot
         self.claim_wait_seconds = claim_wait_seconds
         self.auditor = Auditor(clock, queues.output)
-        self.executor = EventBatchExecutor(
-            registry, clock=clock, max_parallel=request.event_agent.max_parallel_events
-        )
-        self.replies = ReplyChannel(wire=queues.input)
+        self._services: EventServices | None = None
         self._event_agent_task: asyncio.Task[None] | None = None
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
         self.engine: TurnEngine | None = None
@@ -82,14 +79,7 @@ class SessionRunner:
         if session is None:
             return
         self.engine = TurnEngine(
-            EngineDeps(
-                self.client,
-                self.registry,
-                self.executor,
-                self.queues,
-                self.auditor,
-                EventAgentLink(self.queues.events, self.replies, self._ensure_event_agent),
-            ),
+            EngineDeps(self.client, self.registry, self.queues, self.auditor, self._event_services),
             session,
         )
         try:
@@ -110,6 +100,7 @@ class SessionRunner:
             # finished sessions never wait for (and lengthen) a full collection.
             self.engine = None
             await self._stop_event_agent()
+            self._services = None  # its event-agent link calls back into this runner too
             await finish_even_if_cancelled(session.recorder.close())
 
     async def _unless_taken_over(self, recorder: Recorder, work: Coroutine[Any, Any, None]) -> None:
@@ -306,17 +297,32 @@ class SessionRunner:
             if message is not None:
                 return message
 
+    def _event_services(self) -> EventServices:
+        """The executor and the event-agent link, made on the session's first batch
+        (a session whose turns only stream answers never makes them)."""
+        if self._services is None:
+            executor = EventBatchExecutor(
+                self.registry,
+                clock=self.clock,
+                max_parallel=self.request.event_agent.max_parallel_events,
+            )
+            replies = ReplyChannel(wire=self.queues.input)
+            link = EventAgentLink(self.queues.events, replies, self._ensure_event_agent)
+            self._services = EventServices(executor, link)
+        return self._services
+
     def _ensure_event_agent(self) -> None:
         """Start the event agent on the first dual batch (sessions without one never pay)."""
         if self._event_agent_task is not None and not self._event_agent_task.done():
             return
+        services = self._event_services()
         agent = EventAgent(
             self.client,
             self.registry,
-            self.executor,
+            services.executor,
             clock=self.clock,
             events=self.queues.events,
-            replies=self.replies,
+            replies=services.event_agent.replies,
         )
         self._event_agent_task = asyncio.create_task(agent.serve())
 
@@ -326,6 +332,6 @@ class SessionRunner:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        while not self.queues.events.empty():  # a request its turn no longer waits for
-            self.queues.events.get_nowait()
-        self.replies.clear()
+        self.queues.drop_pending_events()  # requests their turn no longer waits for
+        if self._services is not None:
+            self._services.event_agent.replies.clear()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
@@ -66,14 +67,22 @@ class TurnLimits:
 DEFAULT_TURN_LIMITS = TurnLimits()
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class EventServices:
+    """What a round with tool calls needs: the batch executor and the event agent."""
+
+    executor: EventBatchExecutor
+    event_agent: EventAgentLink
+
+
+@dataclass(slots=True)
 class EngineDeps:
     client: ChatClient
     registry: ToolRegistry
-    executor: EventBatchExecutor
     queues: RuntimeQueues
     auditor: Auditor
-    event_agent: EventAgentLink
+    event_services: Callable[[], EventServices]
+    """Made on the first round with tool calls: most turns only stream an answer."""
     limits: TurnLimits = field(default_factory=lambda: DEFAULT_TURN_LIMITS)
 
 
@@ -261,13 +270,14 @@ class TurnEngine:
         return streamed
 
     def _round_context(self, turn: TurnState) -> RoundContext:
+        services = self.deps.event_services()
         return RoundContext(
             session=self.session,
             turn=turn,
             scope=f"{self.session.scope_prefix}:turn-{turn.index}:round-{turn.round_index}",
             auditor=self.auditor,
-            executor=self.deps.executor,
-            event_agent=self.deps.event_agent,
+            executor=services.executor,
+            event_agent=services.event_agent,
         )
 
     async def _persist_answer(self, turn: TurnState, streamed: StreamedRound) -> None:
@@ -319,7 +329,7 @@ class TurnEngine:
         self.session.history.extend([*batch.transcript, *closing, *follow_ups])
         for text in spoken:
             await self.deps.queues.output.put(_outputs.message_delta(text))
-        self.deps.executor.release_scope(ctx.scope)
+        ctx.executor.release_scope(ctx.scope)
         self._note_batch_metrics(turn, batch)
         return bool(follow_ups)
 
