@@ -21,7 +21,7 @@ from typing import Any, assert_never
 
 from agent_lab.application import _audit_details, _outputs, _policies
 from agent_lab.application._audit import Auditor
-from agent_lab.application._batches import BatchRun, EventAgentLink, RoundContext
+from agent_lab.application._batches import BatchRun, EventServices, RoundContext
 from agent_lab.application._chat_round import ChatRoundRequest, StreamedRound, stream_round
 from agent_lab.application._metrics import (
     argument_metric,
@@ -33,10 +33,9 @@ from agent_lab.application._modes import ToolMode, mode_for
 from agent_lab.application._policies import Finish, NextStep, PolicyDecision, RunAgain, Terminate
 from agent_lab.application._recovery import Recovery
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
-from agent_lab.application._tasks import finish_even_if_cancelled
+from agent_lab.application._tasks import durably
 from agent_lab.application._transcript import chat_request_messages
 from agent_lab.application.contracts import MAX_EVENT_LOOPS
-from agent_lab.application.events import EventBatchExecutor
 from agent_lab.application.loop_lag import monitor_for
 from agent_lab.application.ports import ChatClient
 from agent_lab.application.queues import RuntimeQueues
@@ -65,14 +64,6 @@ class TurnLimits:
 
 
 DEFAULT_TURN_LIMITS = TurnLimits()
-
-
-@dataclass(frozen=True, slots=True)
-class EventServices:
-    """What a round with tool calls needs: the batch executor and the event agent."""
-
-    executor: EventBatchExecutor
-    event_agent: EventAgentLink
 
 
 @dataclass(slots=True)
@@ -108,16 +99,11 @@ class TurnEngine:
         return turn
 
     async def run_turn(self, turn: TurnState, user: ChatMessage) -> TurnOutcome:
-        """Run every round of one turn; failures come back as the outcome."""
-        limit = self.deps.limits.max_seconds
-        try:
-            async with asyncio.timeout(limit):
-                return await self._run_rounds(turn, user)
-        except TimeoutError:
-            await self._abandon_open_batch(turn)
-            return TurnOutcome("failed", TurnLimitExceeded("wall_time", f"{limit:g} s limit"))
+        """Run every round of one turn; failures come back as the outcome.
 
-    async def _run_rounds(self, turn: TurnState, user: ChatMessage) -> TurnOutcome:
+        The caller runs it in a task of its own and cancels that task to stop the turn
+        (``cancel_turn``, or the wall-time limit ``deps.limits.max_seconds``).
+        """
         try:
             await self._open_turn(turn, user)
             while True:
@@ -163,7 +149,7 @@ class TurnEngine:
             await self.deps.queues.output.put(_outputs.turn_started(turn.index))
         # Once turn_started is out, the turn must be on record even if it is cancelled
         # right away: the write finishes, and the cancellation then closes the turn.
-        await finish_even_if_cancelled(session.recorder.start_turn(turn.index, user))
+        await durably(session.recorder, session.recorder.start_turn(turn.index, user))
         session.history.append(user)
         self._deliver_recovery(turn)
 
@@ -180,7 +166,8 @@ class TurnEngine:
         batch_id, turn.open_batch = turn.open_batch, None
         turn.unfinished = list(turn.landed.values())  # for the turn's closing audit
         if batch_id is not None:
-            await finish_even_if_cancelled(self.session.recorder.abandon_batch(batch_id))
+            recorder = self.session.recorder
+            await durably(recorder, recorder.abandon_batch(batch_id))
             self.session.lost_batch = True
 
     async def _run_round(self, turn: TurnState) -> NextStep:
