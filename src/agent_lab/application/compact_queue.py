@@ -49,7 +49,7 @@ class CompactQueue(asyncio.Queue[T]):
 
     async def join(self) -> None:
         """Block until every item put has been marked done with ``task_done()``."""
-        if self._unfinished_tasks > 0:
+        if self._unfinished_tasks > 0:  # type: ignore[attr-defined]  # asyncio.Queue's count
             if self._finished is _NOBODY_JOINS:
                 self._finished = asyncio.Event()  # not set: items are unfinished
             await self._finished.wait()
