@@ -118,7 +118,7 @@ class RequestPrefix:
     def __init__(self, request: DebugRunRequest) -> None:
         self.messages = [*system_messages(request), *request.pre_messages]
         self.dumps = [message.model_dump() for message in self.messages]
-        self._pre_messages = request.pre_messages
+        self._pre_messages: Sequence[ChatMessage] = request.pre_messages
         self._event_view: EventView | None = None
         self.catalog_at = next(
             (index for index, message in enumerate(self.messages) if message.role != "system"),
@@ -131,6 +131,29 @@ class RequestPrefix:
         if self._event_view is None:
             self._event_view = EventView(self._pre_messages)
         return self._event_view
+
+
+def request_prefix(request: DebugRunRequest) -> RequestPrefix:
+    """The request's prefix; one per process for each set of system prompts when the
+    request has no pre-messages (as a server's sessions mostly share their prompts).
+
+    A prefix is never changed once made, so sessions can share its messages and dumps.
+    """
+    if request.pre_messages:
+        return RequestPrefix(request)
+    key = (*request.system_prompts, request.chat_agent.system_prompt)
+    prefix = _SHARED_PREFIXES.get(key)
+    if prefix is None:
+        prefix = RequestPrefix(request)
+        prefix._pre_messages = ()
+        if len(_SHARED_PREFIXES) >= _SHARED_PREFIX_LIMIT:
+            _SHARED_PREFIXES.clear()
+        _SHARED_PREFIXES[key] = prefix
+    return prefix
+
+
+_SHARED_PREFIXES: dict[tuple[str, ...], RequestPrefix] = {}
+_SHARED_PREFIX_LIMIT = 256
 
 
 def chat_request_messages(

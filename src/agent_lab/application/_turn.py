@@ -31,7 +31,7 @@ from agent_lab.application._metrics import (
 )
 from agent_lab.application._modes import ToolMode, mode_for
 from agent_lab.application._policies import Finish, NextStep, PolicyDecision, RunAgain, Terminate
-from agent_lab.application._recovery import Recovery
+from agent_lab.application._recovery import NO_RECOVERY
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import durably
 from agent_lab.application._transcript import chat_request_messages
@@ -156,7 +156,7 @@ class TurnEngine:
     def _deliver_recovery(self, turn: TurnState) -> None:
         """Interrupted batches' effects follow the user message, once (DESIGN.md §9.4)."""
         session = self.session
-        recovery, session.recovery = session.recovery, Recovery()
+        recovery, session.recovery = session.recovery, NO_RECOVERY
         if recovery:
             session.history.append(self.mode.recovery_note(recovery))
         turn.recovered = (*session.unacknowledged, *recovery.batch_ids)
