@@ -41,8 +41,6 @@ class Offer:
 class ChatRoundRequest:
     round_index: int
     messages: list[ChatMessage]
-    message_dumps: list[dict[str, Any]]
-    """The same messages dumped, for the request audit."""
     offer: Offer
     params: AgentParams
     seen_call_ids: set[str]

@@ -83,46 +83,49 @@ class SessionRunner:
         lag = monitor_for()
         lag.acquire()  # the loop's heartbeat runs while any session does
         try:
-            await self._run()
+            origin = self.clock()
+            session = await self._open()
+            if session is None:
+                return
+            try:
+                work = await self._begin(session, origin)
+                if session.recorder.persistent:
+                    await self._unless_taken_over(session.recorder, work)
+                else:  # no store, no claim to lose
+                    await work
+            finally:
+                await self._end(session)
         except Exception as exc:  # a bug must end the session with an error, not a hang
             logger.exception("session failed unexpectedly")
             await self.queues.output.put(_outputs.error(InternalError(f"session failed: {exc}")))
         finally:
             lag.release()
 
-    async def _run(self) -> None:
-        origin = self.clock()
-        session = await self._open()
-        if session is None:
-            return
+    async def _begin(self, session: SessionState, origin: float) -> Coroutine[Any, Any, None]:
+        """Announce the session; returns its work: one turn, or turns until closed."""
         self.engine = TurnEngine(
             EngineDeps(self.client, self.registry, self.queues, self.auditor, self._event_services),
             session,
         )
-        try:
-            waits_for_input = not self.one_shot and not self.request.user_message
-            # The first turn's timeline starts now, unless it starts when input arrives.
-            turn = None if waits_for_input else self.engine.begin(origin)
-            if turn is None:
-                self.auditor.begin_turn(origin, None)
-            await self.auditor.emit("session_started", self._started_details(session))
-            await self.queues.output.put(_outputs.session_started(session.session_id))
-            if turn is not None and self.one_shot:
-                work = self._run_one_shot(turn)
-            else:
-                work = self._serve_turns(turn)
-            if session.recorder.persistent:
-                await self._unless_taken_over(session.recorder, work)
-            else:  # no store, no claim to lose
-                await work
-        finally:
-            # The engine's event-agent link calls back into this runner: a reference
-            # cycle. Breaking it here frees the session by reference counting, so
-            # finished sessions never wait for (and lengthen) a full collection.
-            self.engine = None
-            await self._stop_event_agent()
-            self._services = None  # its event-agent link calls back into this runner too
-            await durably(session.recorder, session.recorder.close())
+        waits_for_input = not self.one_shot and not self.request.user_message
+        # The first turn's timeline starts now, unless it starts when input arrives.
+        turn = None if waits_for_input else self.engine.begin(origin)
+        if turn is None:
+            self.auditor.begin_turn(origin, None)
+        await self.auditor.emit("session_started", self._started_details(session))
+        await self.queues.output.put(_outputs.session_started(session.session_id))
+        if turn is not None and self.one_shot:
+            return self._run_one_shot(turn)
+        return self._serve_turns(turn)
+
+    async def _end(self, session: SessionState) -> None:
+        # The engine's event-agent link calls back into this runner: a reference
+        # cycle. Breaking it here frees the session by reference counting, so
+        # finished sessions never wait for (and lengthen) a full collection.
+        self.engine = None
+        await self._stop_event_agent()
+        self._services = None  # its event-agent link calls back into this runner too
+        await durably(session.recorder, session.recorder.close())
 
     async def _unless_taken_over(self, recorder: Recorder, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work``; when another runtime takes the session over meanwhile, stop it

@@ -173,8 +173,9 @@ class TurnEngine:
     async def _run_round(self, turn: TurnState) -> NextStep:
         turn.round_index += 1
         started, loop_started = self.clock(), asyncio.get_running_loop().time()
-        request = await self._build_request(turn, started)
-        streamed = await self._stream(turn, request)
+        request, requested_at = await self._build_request(turn, started)
+        streamed = await stream_round(self.deps.client, self.auditor, request, requested_at)
+        await self._audit_response(turn, streamed, requested_at)
         events = _detected_events(streamed)
         if not events:
             await self._persist_answer(turn, streamed)
@@ -189,8 +190,11 @@ class TurnEngine:
         await self._stats(turn, streamed, started, loop_started)
         return step
 
-    async def _build_request(self, turn: TurnState, started: float) -> ChatRoundRequest:
-        """The round's request, audited as ``chat_round_started`` and ``chat_agent_request``."""
+    async def _build_request(
+        self, turn: TurnState, started: float
+    ) -> tuple[ChatRoundRequest, float]:
+        """The round's request, audited as ``chat_round_started`` and
+        ``chat_agent_request``; with the clock reading of the request audit."""
         session = self.session
         configured = list(session.request.event_agent.enabled_tools)
         offer = self.mode.offer(self.deps.registry, configured if turn.budget > 0 else [])
@@ -207,32 +211,33 @@ class TurnEngine:
             ),
         )
         sent = chat_request_messages(session.prefix, session.history, offer.catalog)
-        return ChatRoundRequest(
-            round_index=turn.round_index,
-            messages=sent.messages,
-            message_dumps=sent.dumps,
-            offer=offer,
-            params=session.request.chat_agent,
-            seen_call_ids=session.seen_call_ids,
-            started=started,
-            measure_provider_ttft=session.recorder.persistent,
-        )
-
-    async def _stream(self, turn: TurnState, request: ChatRoundRequest) -> StreamedRound:
-        """Stream the chat call between its request and response audits."""
-        mode = self.session.mode
+        params = session.request.chat_agent
         requested_at = await self.auditor.emit(
             "chat_agent_request",
             _audit_details.chat_agent_request(
                 turn.index,
                 turn.round_index,
-                mode,
-                params=request.params,
-                tools=request.offer.tools,
-                messages=request.message_dumps,
+                session.mode,
+                params=params,
+                tools=offer.tools,
+                messages=sent.dumps,
             ),
         )
-        streamed = await stream_round(self.deps.client, self.auditor, request, requested_at)
+        request = ChatRoundRequest(
+            round_index=turn.round_index,
+            messages=sent.messages,
+            offer=offer,
+            params=params,
+            seen_call_ids=session.seen_call_ids,
+            started=started,
+            measure_provider_ttft=session.recorder.persistent,
+        )
+        return request, requested_at
+
+    async def _audit_response(
+        self, turn: TurnState, streamed: StreamedRound, requested_at: float
+    ) -> None:
+        """The ``chat_agent_response`` audit of a streamed chat call."""
         call = streamed.call
         answered_at = self.clock()
         call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)
@@ -241,7 +246,7 @@ class TurnEngine:
             _audit_details.chat_agent_response(
                 turn.index,
                 turn.round_index,
-                mode,
+                self.session.mode,
                 content=streamed.content,
                 events=streamed.events,
                 raw_chunks=call.raw_chunks,
@@ -254,7 +259,6 @@ class TurnEngine:
             ),
             now=answered_at,
         )
-        return streamed
 
     def _round_context(self, turn: TurnState) -> RoundContext:
         services = self.deps.event_services()
