@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser postgres demo test test-local test-otel test-scale phoenix local-wheel contract lint typecheck bench clean
+.PHONY: setup browser postgres demo test test-slow test-local test-otel test-scale phoenix local-wheel contract lint typecheck bench clean
 
 # Each step prints one line; pip shows what it fetches (the first run takes a few minutes).
 PIP := $(BIN)/python -m pip install --progress-bar on
@@ -47,6 +47,12 @@ PYTEST_WORKERS ?= 2
 test: setup browser postgres
 	@echo "==> running the test suite ($(PYTEST_WORKERS) workers)"
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+
+## The long tests left out of `make test` (-m slow): the SIGKILL and effect campaigns and
+## the packaging builds. CI runs them right after `make test`.
+test-slow: setup postgres
+	@echo "==> running the slow tests ($(PYTEST_WORKERS) workers)"
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m slow
 
 ## The scale stage: N web workers on PostgreSQL (one killed mid-turn, a session handed
 ## between live workers) and campaigns on a local Ray instance; not in `make test`.

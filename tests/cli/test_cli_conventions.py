@@ -26,6 +26,25 @@ def test_version_flag_prints_the_version(cli: Invoke) -> None:
     assert result.stdout.strip() == f"agent-lab {__version__}"
 
 
+@pytest.mark.parametrize("args", [("--version",), ("sessions", "list"), ("config",)])
+def test_commands_that_call_no_model_never_import_the_openai_sdk(
+    home: Path, args: tuple[str, ...]
+) -> None:
+    """The SDK takes about a second to import; only commands that call a model pay it."""
+    completed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "agent_lab", *args],
+        capture_output=True,
+        text=True,
+        env=process_env(home),
+        timeout=60,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in completed.stderr.splitlines()}
+    assert "agent_lab.interfaces.cli" in imported  # the trace covers the CLI's imports
+    assert not {name for name in imported if name.split(".")[0] == "openai"}
+
+
 def test_python_dash_m_agent_lab_runs_the_cli(home: Path) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "agent_lab", "--version"],

@@ -29,6 +29,7 @@ def run_pytest(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_without_a_browser_the_browser_tests_skip_with_one_line(tmp_path: Path) -> None:
     result = run_pytest(BROWSER_TESTS, "-q", AGENT_LAB_CHROMIUM=str(tmp_path / "no-chromium"))
 
@@ -85,6 +86,7 @@ def test_ensure_chromium_never_fails_for_a_user_who_cannot_install(tmp_path: Pat
     assert "sudo apt-get install chromium" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_license_is_an_spdx_string_and_the_build_prints_no_warning(tmp_path: Path) -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert project["project"]["license"] == "MIT"
@@ -121,3 +123,20 @@ def test_make_shows_progress_and_runs_the_suite_in_parallel(target: str) -> None
     assert "--quiet -e" not in plan.stdout  # the long install is not silent
     if target == "test":
         assert "pytest -n 2 --dist loadfile" in plan.stdout
+
+
+def test_make_test_leaves_the_slow_tests_to_their_own_stage_which_ci_runs() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]
+    plan = subprocess.run(
+        ["make", "-n", "-B", "test-slow", "VENV=/nonexistent-venv"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert "not slow" in config["ini_options"]["addopts"]
+    assert plan.returncode == 0, plan.stderr
+    assert "pytest -n 2 --dist loadfile -m slow" in plan.stdout
+    ci_steps = (REPO / ".ci" / "run").read_text().splitlines()
+    assert ci_steps.index("make test-slow") == ci_steps.index("make test") + 1

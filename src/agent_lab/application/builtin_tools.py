@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from agent_lab.application._tool_schemas import object_schema, text, whole_number
 from agent_lab.application.builtin_backends import (
     DEFAULT_DURATION_MINUTES,
     BuiltinBackends,
@@ -129,17 +130,9 @@ def _handoff_note_tool(notes: NoteBook) -> ToolDefinition:
     return ToolDefinition(
         name=HANDOFF_NOTE,
         description="Hand the conversation over to a human colleague with a short note.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "message": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "What the colleague needs to know.",
-                }
-            },
-            "required": ["message"],
-        },
+        parameters=object_schema(
+            {"message": text("What the colleague needs to know.")}, required=["message"]
+        ),
         handler=handle,
         argument_resolver=_resolve_handoff_note,
         result_policy=ResultPolicy.FOLLOW_UP,
@@ -172,19 +165,15 @@ def _web_search_tool(backend: SearchBackend) -> ToolDefinition:
     return ToolDefinition(
         name=WEB_SEARCH,
         description="Look up documents that can ground an answer, with their sources.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "minLength": 1, "description": "What to search."},
-                "max_results": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 10,
-                    "description": f"How many results to return (default {DEFAULT_MAX_RESULTS}).",
-                },
+        parameters=object_schema(
+            {
+                "query": text("What to search."),
+                "max_results": whole_number(
+                    1, 10, f"How many results to return (default {DEFAULT_MAX_RESULTS})."
+                ),
             },
-            "required": ["query"],
-        },
+            required=["query"],
+        ),
         handler=handle,
         argument_resolver=_resolve_web_search,
         result_policy=ResultPolicy.FOLLOW_UP,
@@ -216,30 +205,20 @@ def _calendar_tool(calendar: Calendar) -> ToolDefinition:
     return ToolDefinition(
         name=CALENDAR_CREATE,
         description="Add an entry to the user's calendar at a given date, time and zone.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "title": {"type": "string", "minLength": 1, "description": "What it is."},
-                "start_at": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "ISO-8601 date-time, e.g. 2026-07-14T09:30:00; "
-                    "without an offset it is read in the given time zone.",
-                },
-                "timezone": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "IANA time zone name, e.g. Europe/Berlin.",
-                },
-                "duration_minutes": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 1440,
-                    "description": f"Length in minutes (default {DEFAULT_DURATION_MINUTES}).",
-                },
+        parameters=object_schema(
+            {
+                "title": text("What it is."),
+                "start_at": text(
+                    "ISO-8601 date-time, e.g. 2026-07-14T09:30:00; "
+                    "without an offset it is read in the given time zone."
+                ),
+                "timezone": text("IANA time zone name, e.g. Europe/Berlin."),
+                "duration_minutes": whole_number(
+                    1, 1440, f"Length in minutes (default {DEFAULT_DURATION_MINUTES})."
+                ),
             },
-            "required": ["title", "start_at", "timezone"],
-        },
+            required=["title", "start_at", "timezone"],
+        ),
         handler=handle,
         result_policy=ResultPolicy.TEMPLATE,
         confirmation_template="Scheduled {title} for {start_at} ({timezone}).",
@@ -317,12 +296,7 @@ def _terminate_tool() -> ToolDefinition:
     return ToolDefinition(
         name=SESSION_TERMINATE,
         description="End the conversation and close the session, e.g. after a goodbye.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "reason": {"type": "string", "description": "Why the session ends."},
-            },
-        },
+        parameters=object_schema({"reason": text("Why the session ends.", blank_allowed=True)}),
         handler=handle,
         result_policy=ResultPolicy.TERMINATE,
         farewell="Goodbye.",

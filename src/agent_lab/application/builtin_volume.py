@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
 
+from agent_lab.application._tool_schemas import choice, object_schema, whole_number
 from agent_lab.application.builtin_backends import DeviceState
 from agent_lab.application.events import ResultPolicy
 from agent_lab.application.tools import ToolDefinition, ToolExecutionContext, ToolPayload
@@ -32,23 +33,17 @@ def volume_tool(device: DeviceState) -> ToolDefinition:
     return ToolDefinition(
         name=VOLUME_ADJUST,
         description="Change the speaker volume: set a level, or step it up or down.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "mode": {
-                    "type": "string",
-                    "enum": ["absolute", "relative"],
-                    "description": "absolute sets the level; relative changes it.",
-                },
-                "value": {
-                    "type": "integer",
-                    "minimum": -100,
-                    "maximum": 100,
-                    "description": "The level (0-100) or the change (negative is quieter).",
-                },
+        parameters=object_schema(
+            {
+                "mode": choice(
+                    ["absolute", "relative"], "absolute sets the level; relative changes it."
+                ),
+                "value": whole_number(
+                    -100, 100, "The level (0-100) or the change (negative is quieter)."
+                ),
             },
-            "required": ["mode", "value"],
-        },
+            required=["mode", "value"],
+        ),
         handler=handle,
         argument_resolver=_resolve_volume,
         result_policy=ResultPolicy.SILENT_SUCCESS,

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
-from agent_lab.application import _audit_details, _policies
+from agent_lab.application import _audit_details, _event_agent_audits, _policies
 from agent_lab.application._event_replies import (
     ArgumentCall,
     ArgumentFailure,
@@ -107,7 +107,7 @@ class _Resolution:
                 self.call.fallback, request.turn_index, request.round_index, self.event.id
             )
             call = _audit_details.model_call(self.call.call, key)
-        return _audit_details.resolution(
+        return _event_agent_audits.resolution(
             self.event, resolved_by=self.resolved_by, resolver=self.resolver, call=call
         )
 
@@ -156,7 +156,7 @@ class EventAgent:
         batch = await self._execute(
             request, [r.event for r in resolved], context, _not_run(failures)
         )
-        details = _audit_details.event_agent_response(
+        details = _event_agent_audits.event_agent_response(
             request.scope,
             [result.tool_message() for result in batch.results],
             _raw_model_chunks(request.events, calls),
@@ -169,7 +169,7 @@ class EventAgent:
         await self._audit(
             request,
             "event_agent_completed",
-            _audit_details.event_agent_completed(request.scope, batch, summary),
+            _event_agent_audits.event_agent_completed(request.scope, batch, summary),
         )
         return EventAgentOutcome(batch=batch, argument_calls=calls, results_message=summary)
 
@@ -283,7 +283,7 @@ class EventAgent:
             await request.audit(event, details)
 
     def _request_details(self, request: EventAgentRequest) -> dict[str, Any]:
-        return _audit_details.event_agent_request(
+        return _event_agent_audits.event_agent_request(
             request.scope,
             request.round_index,
             params=_event_model_params(request),

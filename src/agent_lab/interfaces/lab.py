@@ -30,16 +30,25 @@ from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain.errors import ConfigError
 from agent_lab.domain.messages import ChatMessage
-from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.infrastructure.prices import GenaiPriceTable, price_table
 from agent_lab.infrastructure.store_factory import open_store
 from agent_lab.interfaces.lab_telemetry import start_telemetry
 from agent_lab.interfaces.settings import LabSettings
 
 if TYPE_CHECKING:
+    from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
     from agent_lab.infrastructure.telemetry.live import LiveTelemetry
 
 SIMULATED_NOTICE = "simulated model — set OPENAI_BASE_URL or --base-url for a real one"
+
+
+def _chat_client_class() -> type[OpenAICompatibleChatClient]:
+    """The chat client, imported on first use: the openai SDK takes about a second to
+    import, which commands that never call a model (``sessions``, ``config``,
+    ``--version``) should not pay. The lab imports it off the event loop."""
+    from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+
+    return OpenAICompatibleChatClient
 
 
 def lab_prices(settings: LabSettings) -> PriceTable:
@@ -86,8 +95,9 @@ class Lab:
         try:
             await self._start_endpoint()
             self.model = self.model or self.settings.chat_model()
+            client_class = await asyncio.to_thread(_chat_client_class)
             self.chat_client = await self._stack.enter_async_context(
-                OpenAICompatibleChatClient(
+                client_class(
                     self.base_url or "",
                     api_key=self.settings.secret_key() or "not-needed",
                     timeout=self.settings.timeout,

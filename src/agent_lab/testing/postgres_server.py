@@ -26,7 +26,6 @@ import socket
 import subprocess
 import tempfile
 from pathlib import Path
-from types import TracebackType
 from typing import Final
 
 from agent_lab.domain.errors import ConfigError
@@ -102,12 +101,7 @@ class PostgresServer:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     def _run(self, *args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -10,54 +10,26 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_lab.application._recovery import NOT_EXECUTED_NOTE, UNKNOWN_NOTE
 from agent_lab.application.pricing import PriceTable
+from agent_lab.application.record._call_figures import finish_call
 from agent_lab.application.record._closing import close_turn, tool_failure_reason
 from agent_lab.application.record._costs import priced
+from agent_lab.application.record._turn_audits import belongs_to_turn, recovered_call
 from agent_lab.application.record.model import (
-    CallTimings,
     CappedResult,
     EventRecord,
     FailureRecord,
     ModelCallRecord,
     RecordEntry,
-    RecoveredCallRecord,
     RequestRef,
     RoundRecord,
     ToolExecutionRecord,
     TurnRecord,
 )
-from agent_lab.domain.messages import TokenUsage
 
 Details = Mapping[str, Any]
 
-SESSION_AUDITS = frozenset({"session_started", "session_finished"})
-"""Session-level audits; a one-shot run's ``session_finished`` (it has a ``status``)
-closes its turn and is kept."""
-
 _TOOL_STATUS = {"success": "succeeded", "failed": "failed", "cancelled": "cancelled"}
-_RECOVERED_NOTES = {"unknown": UNKNOWN_NOTE, "not_executed": NOT_EXECUTED_NOTE}
-
-
-def belongs_to_turn(event: str, details: Details) -> bool:
-    """Whether an audit is part of a turn's record."""
-    return event not in SESSION_AUDITS or (event == "session_finished" and "status" in details)
-
-
-def restored_calls(event: str, details: Details) -> tuple[int, list[Details]] | None:
-    """A restore's ``session_started`` that reported interrupted calls: the turn they
-    were reported to (its first) and the calls; ``None`` for any other audit."""
-    calls = details.get("recovered_calls")
-    first = details.get("first_turn_index")
-    if event != "session_started" or not calls or not isinstance(first, int):
-        return None
-    return first, list(calls)
-
-
-def recovered_call(call: Details, seq: int | None = None) -> RecoveredCallRecord:
-    """One ``recovered_calls`` entry of an audit, with its readable note."""
-    note = _RECOVERED_NOTES.get(str(call.get("status")))
-    return RecoveredCallRecord.model_validate({**call, "seq": seq, "note": note})
 
 
 class TurnRecordBuilder:
@@ -176,7 +148,7 @@ class TurnRecordBuilder:
         round_index = d["round_index"]
         call = self._calls.get(f"chat:{self._record.turn_index}:{round_index}")
         if call is not None:
-            _finish_call(call, d.get("call") or {}, at, visible_ttft_ms=d.get("visible_ttft_ms"))
+            finish_call(call, d.get("call") or {}, at, visible_ttft_ms=d.get("visible_ttft_ms"))
             if call.timings.provider_first_chunk_ms is None:
                 call.timings.provider_first_chunk_ms = d.get("provider_ttft_ms")
         found = self._round(round_index, seq)
@@ -277,7 +249,7 @@ class TurnRecordBuilder:
         request = call.request
         start = self._record.entries[request.audit_seq - 1].at_ms if request else None
         call.started_ms = start
-        _finish_call(call, figures, None)
+        finish_call(call, figures, None)
         latency = call.timings.latency_ms
         call.ended_ms = start + latency if start is not None and latency is not None else None
         if any(f["stage"] == "generation" for f in event.argument_failures):
@@ -349,42 +321,6 @@ def _apply_result(tool: ToolExecutionRecord, entry: Details) -> None:
     tool.result = entry.get("result")
     capped = entry.get("result_capped")
     tool.result_capped = CappedResult.model_validate(capped) if capped else None
-
-
-def _finish_call(
-    call: ModelCallRecord, figures: Details, at: int | None, *, visible_ttft_ms: int | None = None
-) -> None:
-    call.status = "succeeded"
-    call.ended_ms = at
-    usage = figures.get("usage")
-    call.usage = TokenUsage.model_validate(usage) if usage is not None else None
-    call.model = figures.get("model", call.model)
-    first_chunk = figures.get("first_chunk_ms")
-    total = figures.get("total_ms")
-    provider = first_chunk if first_chunk is not None else figures.get("provider_ttft_ms")
-    latency = figures.get("latency_ms")
-    call.timings = CallTimings(
-        warmup_ms=figures.get("warmup_ms"),
-        connect_ms=figures.get("connect_ms"),
-        provider_first_chunk_ms=provider,
-        visible_ttft_ms=visible_ttft_ms,
-        stream_ms=_stream_ms(first_chunk, total, figures.get("provider_ttft_ms"), latency),
-        latency_ms=latency,
-        attempts=figures.get("attempts"),
-    )
-    call.cold = bool(figures.get("cold")) if "cold" in figures else None
-    call.cold_reasons = list(figures.get("cold_reasons", []))
-
-
-def _stream_ms(
-    first_chunk: float | None, total: float | None, ttft: int | None, latency: int | None
-) -> float | None:
-    """First chunk to end of stream: the client's figures, else the runtime's."""
-    if first_chunk is not None and total is not None:
-        return round(max(0.0, total - first_chunk), 3)
-    if ttft is not None and latency is not None:
-        return float(max(0, latency - ttft))
-    return None
 
 
 def _user_message(messages: Sequence[Details]) -> str | None:

@@ -13,12 +13,12 @@ from typing import Any
 
 from agent_lab.application._recovery import recovery_from_batches
 from agent_lab.application.pricing import PriceTable
-from agent_lab.application.record.fold import (
-    TurnRecordBuilder,
+from agent_lab.application.record._turn_audits import (
     belongs_to_turn,
     recovered_call,
     restored_calls,
 )
+from agent_lab.application.record.fold import TurnRecordBuilder
 from agent_lab.application.record.model import RecoveredCallRecord, RequestRef, TurnRecord
 
 _CLOSED_STATES = frozenset({"completed", "terminated", "failed", "cancelled"})

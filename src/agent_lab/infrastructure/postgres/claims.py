@@ -6,7 +6,8 @@ A claim is a ``session_claims`` row: a random token, an epoch (the session's
 session take the session's row lock first, so a takeover and a stale writer's write
 are ordered: the write either commits before the takeover or sees the new token and
 fails as ``taken_over``. A claim whose lease ran out, or whose process is known to be
-dead (same host), is taken over at once; the rules are the SQLite store's.
+dead (same host), is taken over at once; the rules are the SQLite store's
+(``store_common.claims``).
 """
 
 from __future__ import annotations
@@ -14,48 +15,24 @@ from __future__ import annotations
 import os
 import time
 
-from agent_lab.domain.errors import SessionBusy, SessionNotFound
-from agent_lab.infrastructure.postgres.connection import Conn, PgCore
-from agent_lab.infrastructure.postgres.journal import abandon, pending_batch_ids
-from agent_lab.infrastructure.sqlite.records import check_positive, new_id, now_iso
+from agent_lab.domain.errors import SessionNotFound
+from agent_lab.infrastructure.postgres.connection import Conn
+from agent_lab.infrastructure.postgres.journal import SqlCore
+from agent_lab.infrastructure.sqlite.records import new_id, now_iso
 from agent_lab.infrastructure.store_common.claims import (
     HOSTNAME,
-    Claim,
-    ClaimWaiting,
-    lost_claim_holder,
+    SharedClaims,
     process_started,
-    refusal,
 )
 
 
-class ClaimsRole(PgCore, ClaimWaiting):
-    """Leased, fenced writer claims."""
+class ClaimsRole(SqlCore, SharedClaims):
+    """Leased, fenced writer claims, ordered by the session's row lock."""
 
-    def renew_claim(self, session_id: str, token: str, *, lease_seconds: float = 30.0) -> None:
-        """Extend the claim's lease (the claimant's heartbeat).
+    def _claim_lock(self, conn: Conn, session_id: str) -> None:
+        _lock_session(conn, session_id)
 
-        Raises:
-            SessionBusy: the token no longer holds the claim; the message says who does.
-        """
-        check_positive(lease_seconds, "lease_seconds")
-        with self._write() as conn:
-            _lock_session(conn, session_id)
-            updated = conn.execute(
-                "UPDATE session_claims SET expires_at = %s WHERE session_id = %s AND token = %s",
-                (time.time() + lease_seconds, session_id, token),
-            )
-            if updated.rowcount == 0:
-                claim = select_claim(conn, session_id)
-                raise SessionBusy(session_id, f"this claim was lost; {lost_claim_holder(claim)}")
-
-    def release_claim(self, session_id: str, token: str) -> None:
-        """Give the session up; does nothing when ``token`` no longer holds it."""
-        with self._write() as conn:
-            _lock_session(conn, session_id)
-            conn.execute(
-                "DELETE FROM session_claims WHERE session_id = %s AND token = %s",
-                (session_id, token),
-            )
+    def _forget_token(self, session_id: str, token: str) -> None:
         held = self._tokens.get(session_id)
         if held is not None and held[0] == token:
             del self._tokens[session_id]
@@ -65,9 +42,8 @@ class ClaimsRole(PgCore, ClaimWaiting):
     ) -> tuple[str | None, str]:
         with self._write() as conn:
             epoch = _lock_session(conn, session_id) + 1
-            claim = select_claim(conn, session_id)
             now = time.time()
-            holder = refusal(claim, now)
+            holder = self._refused(conn, session_id, now)
             if holder is not None:
                 return None, holder
             token = new_id()
@@ -84,7 +60,7 @@ class ClaimsRole(PgCore, ClaimWaiting):
                 + (now + lease_seconds,),
             )
             conn.execute("UPDATE sessions SET claim_epoch = %s WHERE id = %s", (epoch, session_id))
-            abandon(conn, pending_batch_ids(conn, session_id), "cancelled", now_iso())
+            self._cancel_pending(conn, session_id, now_iso())
         self._tokens[session_id] = (token, epoch)
         return token, ""
 
@@ -97,12 +73,3 @@ def _lock_session(conn: Conn, session_id: str) -> int:
     if row is None:
         raise SessionNotFound(session_id)
     return int(row[0])
-
-
-def select_claim(conn: Conn, session_id: str) -> Claim | None:
-    row = conn.execute(
-        "SELECT token, owner, pid, pid_started, hostname, expires_at FROM session_claims"
-        " WHERE session_id = %s",
-        (session_id,),
-    ).fetchone()
-    return None if row is None else Claim(*row)

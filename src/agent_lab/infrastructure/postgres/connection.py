@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Final
 
@@ -144,6 +144,11 @@ class PgCore:
             raise SessionNotFound(session_id)
 
     # -------------------------------------------------------- transactions
+
+    def _after_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once the write just made is durable: every write here commits
+        on its own, so now."""
+        action()
 
     @contextmanager
     def _write(self) -> Iterator[Conn]:

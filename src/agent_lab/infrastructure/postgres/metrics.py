@@ -12,36 +12,21 @@ import json
 from functools import partial
 from typing import Any
 
-from agent_lab.application.session_store import CallMetric
-from agent_lab.infrastructure.postgres.connection import Conn, PgCore
-from agent_lab.infrastructure.postgres.rows import (
-    UPSERT_METRIC,
-    require_session,
-    select_metrics,
-    select_turns,
-)
+from agent_lab.infrastructure.postgres.connection import Conn
+from agent_lab.infrastructure.postgres.journal import SqlCore
 from agent_lab.infrastructure.sqlite.blobs import (
     BLOB_KEY,
     CHAINED_KEYS,
     LIST_KEY,
     SHARED_KEYS,
     BlobCache,
-    Packed,
     is_ref,
     restored,
 )
-from agent_lab.infrastructure.sqlite.records import now_iso, summarize
-from agent_lab.infrastructure.sqlite.rows import metric_row
-from agent_lab.infrastructure.store_common.audits import (
-    AppendDelegates,
-    AuditRecord,
-    audit_dicts,
-    pack_audits,
-    turn_facts,
-)
+from agent_lab.infrastructure.store_common.audits import AuditRecord, SharedMetrics, pack_audits
 
 
-class MetricsRole(PgCore, AppendDelegates):
+class MetricsRole(SqlCore, SharedMetrics):
     """The audit trail (large values stored once) and call metrics."""
 
     def _insert_audits(self, session_id: str, records: list[AuditRecord]) -> int:
@@ -50,7 +35,7 @@ class MetricsRole(PgCore, AppendDelegates):
         last = 0
         with self._write() as conn:
             self.writable(conn, session_id)
-            _store(conn, session_id, packed)
+            self._store_packed(conn, session_id, packed)
             for row in rows:
                 found = conn.execute(
                     "INSERT INTO audit_logs (session_id, turn_index, event, details, created_at)"
@@ -61,57 +46,8 @@ class MetricsRole(PgCore, AppendDelegates):
         cache.commit(packed, written)
         return last
 
-    def list_audit_logs(
-        self, session_id: str, *, after_id: int = 0, turn_index: int | None = None
-    ) -> list[dict[str, Any]]:
-        """Return the session's audit records in insertion order, details as appended
-        (only those after ``after_id``, and of one turn when ``turn_index`` is given)."""
-        query = (
-            "SELECT id, turn_index, event, details, created_at FROM audit_logs"
-            " WHERE session_id = %s AND id > %s"
-        )
-        parameters: tuple[Any, ...] = (session_id, after_id)
-        if turn_index is not None:
-            query += " AND turn_index = %s"
-            parameters += (turn_index,)
-        with self._read() as conn:
-            require_session(conn, session_id)
-            rows = conn.execute(query + " ORDER BY id", parameters).fetchall()
-            details = _unpack_all(conn, session_id, [str(row[3]) for row in rows])
-        return audit_dicts(rows, details)
-
-    def append_usages(self, session_id: str, metrics: list[CallMetric]) -> None:
-        """Record call metrics in one transaction (upsert by ``metric_key``)."""
-        now = now_iso()
-        rows = [metric_row(session_id, metric, now) for metric in metrics]
-        with self._write() as conn:
-            self.writable(conn, session_id)
-            with conn.cursor() as cursor:
-                cursor.executemany(UPSERT_METRIC, rows)
-
-    def usage_summary(self, session_id: str) -> dict[str, Any]:
-        """Return ``{"calls": [...], "turns": [...], "session": {...}}`` (DESIGN.md §7)."""
-        with self._read() as conn:
-            require_session(conn, session_id)
-            calls = select_metrics(conn, session_id)
-            turns = turn_facts(select_turns(conn, session_id))
-        return summarize(calls, turns)
-
-
-def _store(conn: Conn, session_id: str, packed: Packed) -> None:
-    with conn.cursor() as cursor:
-        if packed.blobs:
-            cursor.executemany(
-                "INSERT INTO audit_blobs (session_id, hash, body) VALUES (%s, %s, %s)"
-                " ON CONFLICT DO NOTHING",
-                [(session_id, digest, body) for digest, body in packed.blobs.items()],
-            )
-        if packed.nodes:
-            cursor.executemany(
-                "INSERT INTO audit_lists (session_id, hash, parent, item)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                [(session_id, node, *link) for node, link in packed.nodes.items()],
-            )
+    def _unpack_all(self, conn: Conn, session_id: str, texts: list[str]) -> list[dict[str, Any]]:
+        return _unpack_all(conn, session_id, texts)
 
 
 def _refs(decoded: list[dict[str, Any]]) -> tuple[set[str], set[str]]:

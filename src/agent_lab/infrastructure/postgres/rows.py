@@ -6,7 +6,7 @@ Each function runs inside a transaction the caller opened (``PgCore._write`` or
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from agent_lab.domain.errors import SessionNotFound
 from agent_lab.infrastructure.postgres.connection import Conn
@@ -19,7 +19,6 @@ from agent_lab.infrastructure.sqlite.rows import (
     MessageFields,
     session_dict,
     turn_dicts,
-    upsert_metric,
 )
 
 
@@ -93,9 +92,6 @@ def insert_messages(
         )
     touch(conn, session_id, now)
     return seqs
-
-
-UPSERT_METRIC: Final = upsert_metric("%s")
 
 
 def select_metrics(conn: Conn, session_id: str) -> list[dict[str, Any]]:

@@ -30,8 +30,6 @@ store conformance suite (``tests/store_conformance``) runs the same tests on bot
 
 from __future__ import annotations
 
-from types import TracebackType
-
 from agent_lab.infrastructure.postgres.claims import ClaimsRole
 from agent_lab.infrastructure.postgres.connection import redacted
 from agent_lab.infrastructure.postgres.journal import JournalRole
@@ -74,10 +72,5 @@ class PostgresSessionStore(TranscriptRole, MetricsRole, JournalRole, ClaimsRole)
     def __enter__(self) -> PostgresSessionStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

@@ -203,21 +203,6 @@ def cap(value: Any) -> Any:
     return value
 
 
-def store(conn: sqlite3.Connection, session_id: str, packed: Packed) -> None:
-    """Insert the new bodies and list nodes of one write."""
-    if packed.blobs:
-        conn.executemany(
-            "INSERT OR IGNORE INTO audit_blobs (session_id, hash, body) VALUES (?, ?, ?)",
-            [(session_id, digest, body) for digest, body in packed.blobs.items()],
-        )
-    if packed.nodes:
-        conn.executemany(
-            "INSERT OR IGNORE INTO audit_lists (session_id, hash, parent, item)"
-            " VALUES (?, ?, ?, ?)",
-            [(session_id, node, *link) for node, link in packed.nodes.items()],
-        )
-
-
 # ---------------------------------------------------------------------- reading
 
 
@@ -288,19 +273,19 @@ class _Reader:
     def node(self, digest: str) -> tuple[str, str]:
         found = self.nodes.get(digest)
         if found is None:
-            row = self.conn.execute(
-                "SELECT parent, item FROM audit_lists WHERE session_id = ? AND hash = ?",
-                (self.session_id, digest),
-            ).fetchone()
-            found = self.nodes[digest] = (str(row[0]), str(row[1]))
+            parent, item = self._fetch("SELECT parent, item FROM audit_lists", digest)
+            found = self.nodes[digest] = (str(parent), str(item))
         return found
 
     def body(self, digest: str) -> Any:
         text = self.bodies.get(digest)
         if text is None:
-            row = self.conn.execute(
-                "SELECT body FROM audit_blobs WHERE session_id = ? AND hash = ?",
-                (self.session_id, digest),
-            ).fetchone()
-            text = self.bodies[digest] = str(row[0])
+            text = self.bodies[digest] = str(self._fetch("SELECT body FROM audit_blobs", digest)[0])
         return json.loads(text)
+
+    def _fetch(self, select: str, digest: str) -> tuple[Any, ...]:
+        """The session's row of ``digest`` from ``select`` (a ``SELECT ... FROM table``)."""
+        row: tuple[Any, ...] = self.conn.execute(
+            f"{select} WHERE session_id = ? AND hash = ?", (self.session_id, digest)
+        ).fetchone()
+        return row

@@ -152,19 +152,15 @@ def message_dict(row: Sequence[Any]) -> dict[str, Any]:
 # -------------------------------------------------------------- metrics
 
 
-def upsert_metric(placeholder: str) -> str:
-    """The call-metric upsert (by ``metric_key``) in a store's parameter style."""
-    return (
-        "INSERT INTO call_metrics (session_id, "
-        + ", ".join(METRIC_FIELDS)
-        + ", created_at) VALUES ("
-        + ", ".join(placeholder for _ in range(len(METRIC_FIELDS) + 2))
-        + ") ON CONFLICT (session_id, metric_key) DO UPDATE SET "
-        + ", ".join(f"{field} = excluded.{field}" for field in METRIC_FIELDS)
-    )
-
-
-UPSERT_METRIC: Final = upsert_metric("?")
+UPSERT_METRIC: Final = (
+    "INSERT INTO call_metrics (session_id, "
+    + ", ".join(METRIC_FIELDS)
+    + ", created_at) VALUES ("
+    + ", ".join("?" for _ in range(len(METRIC_FIELDS) + 2))
+    + ") ON CONFLICT (session_id, metric_key) DO UPDATE SET "
+    + ", ".join(f"{field} = excluded.{field}" for field in METRIC_FIELDS)
+)
+"""The call-metric upsert (by ``metric_key``), with ``?`` parameters."""
 METRIC_SELECT: Final = "SELECT " + ", ".join(METRIC_FIELDS) + ", created_at FROM call_metrics"
 
 

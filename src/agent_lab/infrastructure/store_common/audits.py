@@ -1,8 +1,9 @@
 """Audit rows and usage facts, built and read the same way by both stores.
 
 The packing itself (message lists as chains, repeated values once, huge strings
-capped) is ``sqlite.blobs``; each store writes the packed rows and reads them back
-with its own SQL.
+capped) is ``sqlite.blobs``; ``SharedMetrics`` writes the packed values, lists the
+audits and writes and sums the call metrics for both stores, which insert the audit
+rows and put the packed values back with their own SQL.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any, NamedTuple
 
 from agent_lab.application.session_store import CallMetric
 from agent_lab.infrastructure.sqlite.blobs import BlobCache, Chained, Packed, pack
-from agent_lab.infrastructure.sqlite.records import now_iso
+from agent_lab.infrastructure.sqlite.records import now_iso, summarize
+from agent_lab.infrastructure.sqlite.rows import UPSERT_METRIC, metric_row
+from agent_lab.infrastructure.store_common.hooks import StoreHooks
 
 AuditRecord = tuple[int | None, str, dict[str, Any]]
 """``(turn_index, event, details)`` as appended."""
@@ -76,9 +79,17 @@ def turn_facts(turns: Iterable[dict[str, Any]]) -> dict[int, Any]:
     }
 
 
-class AppendDelegates:
-    """The single-record and batch forms of the ``MetricsStore`` writes, over the
-    store's ``_insert_audits`` and ``append_usages``."""
+class SharedMetrics(StoreHooks):
+    """The ``MetricsStore`` methods both stores run the same way, over a store's hooks,
+    its ``_insert_audits`` (the audit rows and the id of the last) and ``_unpack_all``
+    (stored details with their values put back)."""
+
+    def _insert_audits(self, session_id: str, records: list[AuditRecord]) -> int:
+        """Write the records in one transaction; return the id of the last."""
+        raise NotImplementedError
+
+    def _unpack_all(self, conn: Any, session_id: str, texts: list[str]) -> list[dict[str, Any]]:
+        raise NotImplementedError
 
     def append_audit(
         self, session_id: str, turn_index: int | None, event: str, details: dict[str, Any]
@@ -90,13 +101,78 @@ class AppendDelegates:
         """Append ``(turn_index, event, details)`` records in one transaction."""
         self._insert_audits(session_id, records)
 
+    def _store_packed(self, conn: Any, session_id: str, packed: Packed) -> None:
+        """Insert the new bodies and list nodes of one audit write."""
+        if packed.blobs:
+            self._executemany(
+                conn,
+                self._sql(
+                    "INSERT INTO audit_blobs (session_id, hash, body) VALUES (?, ?, ?)"
+                    " ON CONFLICT DO NOTHING"
+                ),
+                [(session_id, digest, body) for digest, body in packed.blobs.items()],
+            )
+        if packed.nodes:
+            self._executemany(
+                conn,
+                self._sql(
+                    "INSERT INTO audit_lists (session_id, hash, parent, item)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+                ),
+                [(session_id, node, *link) for node, link in packed.nodes.items()],
+            )
+
+    def list_audit_logs(
+        self, session_id: str, *, after_id: int = 0, turn_index: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Return the session's audit records in insertion order, details as appended.
+
+        Args:
+            session_id: The session.
+            after_id: Only records whose ``id`` is greater (for tailing a live session).
+            turn_index: Only the records of this turn (one turn's record is read
+                without putting back every earlier request's message list).
+        """
+        query = (
+            "SELECT id, turn_index, event, details, created_at FROM audit_logs"
+            " WHERE session_id = ? AND id > ?"
+        )
+        parameters: tuple[Any, ...] = (session_id, after_id)
+        if turn_index is not None:
+            query += " AND turn_index = ?"
+            parameters += (turn_index,)
+        with self._read() as conn:
+            self._rows().require_session(conn, session_id)
+            rows = conn.execute(self._sql(query + " ORDER BY id"), parameters).fetchall()
+            details = self._unpack_all(conn, session_id, [str(row[3]) for row in rows])
+        return audit_dicts(rows, details)
+
     def append_usage(self, session_id: str, metric: CallMetric) -> None:
         """Record one call metric; a metric with the same key replaces the old one."""
         self.append_usages(session_id, [metric])
 
     def append_usages(self, session_id: str, metrics: list[CallMetric]) -> None:
-        raise NotImplementedError
+        """Record call metrics in one transaction (upsert by ``metric_key``).
 
-    def _insert_audits(self, session_id: str, records: list[AuditRecord]) -> int:
-        """Write the records in one transaction; return the id of the last."""
-        raise NotImplementedError
+        A replaced metric keeps its position and ``created_at``.
+        """
+        now = now_iso()
+        rows = [metric_row(session_id, metric, now) for metric in metrics]
+        with self._write() as conn:
+            self.writable(conn, session_id)
+            self._executemany(conn, self._sql(UPSERT_METRIC), rows)
+
+    def usage_summary(self, session_id: str) -> dict[str, Any]:
+        """Return ``{"calls": [...], "turns": [...], "session": {...}}`` (DESIGN.md §7).
+
+        ``model_calls`` counts chat, argument-fallback and argument-generation calls;
+        ``tool_count`` counts tool executions; ``fallback_count`` counts
+        argument fallbacks only. Each turn row carries its ``failure_reason`` and
+        ``failure_message`` (``None`` unless the turn failed).
+        """
+        store_rows = self._rows()
+        with self._read() as conn:
+            store_rows.require_session(conn, session_id)
+            calls = store_rows.select_metrics(conn, session_id)
+            turns = turn_facts(store_rows.select_turns(conn, session_id))
+        return summarize(calls, turns)

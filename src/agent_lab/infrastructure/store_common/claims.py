@@ -3,8 +3,9 @@
 A claim is a row with a random token, the claimant's pid (and its start time, to tell a
 reused pid apart), its host and a lease. A claim whose lease ran out, or whose process
 is known to be dead (same host, pid gone or a zombie), is taken over at once. The stores
-read and write the row under their own locking; ``ClaimWaiting.claim_session`` retries
-their ``_try_claim`` until it wins or the wait runs out.
+read and write the row under their own locking (``_claim_lock``); ``SharedClaims``
+renews and releases a claim the same way for both, and ``claim_session`` retries their
+``_try_claim`` until it wins or the wait runs out.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+from agent_lab.domain.errors import SessionBusy
 from agent_lab.infrastructure.sqlite.records import check_positive, claim_with_wait
+from agent_lab.infrastructure.store_common.batches import BatchStatements
 
 CLAIM_POLL_SECONDS: Final = 0.05
 HOSTNAME: Final = socket.gethostname()
 
 
-class ClaimWaiting:
-    """``claim_session`` over a store's ``_try_claim`` (one attempt in one transaction)."""
+class SharedClaims(BatchStatements):
+    """Leased, fenced writer claims over a store's ``_try_claim`` (one attempt in one
+    transaction), ``_claim_lock`` and ``_forget_token``."""
 
     def claim_session(
         self,
@@ -63,6 +67,63 @@ class ClaimWaiting:
     ) -> tuple[str | None, str]:
         """One attempt: ``(token, "")`` when claimed, else ``(None, holder description)``."""
         raise NotImplementedError
+
+    def _claim_lock(self, conn: Any, session_id: str) -> None:
+        """Serialise with other claimants of the session, which must exist.
+
+        Raises:
+            SessionNotFound: no session has that id.
+        """
+        raise NotImplementedError
+
+    def _forget_token(self, session_id: str, token: str) -> None:
+        """Stop fencing the session's writes with ``token`` (if this store still holds it)."""
+        raise NotImplementedError
+
+    def renew_claim(self, session_id: str, token: str, *, lease_seconds: float = 30.0) -> None:
+        """Extend the claim's lease (the claimant's heartbeat).
+
+        Raises:
+            SessionBusy: the token no longer holds the claim (another runtime took the
+                session over, or it was released); the message says who holds it now.
+                This store's writes to the session fail as ``taken_over`` from then on.
+        """
+        check_positive(lease_seconds, "lease_seconds")
+        with self._write() as conn:
+            self._claim_lock(conn, session_id)
+            updated = conn.execute(
+                self._sql(
+                    "UPDATE session_claims SET expires_at = ? WHERE session_id = ? AND token = ?"
+                ),
+                (time.time() + lease_seconds, session_id, token),
+            )
+            if updated.rowcount == 0:
+                claim = self._select_claim(conn, session_id)
+                raise SessionBusy(session_id, f"this claim was lost; {lost_claim_holder(claim)}")
+
+    def release_claim(self, session_id: str, token: str) -> None:
+        """Give the session up; does nothing when ``token`` no longer holds it."""
+        with self._write() as conn:
+            self._claim_lock(conn, session_id)
+            conn.execute(
+                self._sql("DELETE FROM session_claims WHERE session_id = ? AND token = ?"),
+                (session_id, token),
+            )
+        self._after_commit(lambda: self._forget_token(session_id, token))
+
+    def _refused(self, conn: Any, session_id: str, now: float) -> str | None:
+        """Who keeps the session from being claimed now, or ``None`` when it can be taken."""
+        return refusal(self._select_claim(conn, session_id), now)
+
+    def _select_claim(self, conn: Any, session_id: str) -> Claim | None:
+        row = conn.execute(
+            self._sql(
+                "SELECT token, owner, pid, pid_started, hostname, expires_at FROM session_claims"
+                " WHERE session_id = ?"
+            ),
+            (session_id,),
+        ).fetchone()
+        return None if row is None else Claim(*row)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -8,9 +8,11 @@ store's ``rows`` module, which each store hands over as it is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from agent_lab.infrastructure.sqlite.blobs import BlobCache
 from agent_lab.infrastructure.sqlite.rows import MessageFields
 
 
@@ -25,7 +27,11 @@ class StoreRows(Protocol):
 
     def select_session(self, conn: Any, session_id: str) -> dict[str, Any] | None: ...
 
+    def turn_exists(self, conn: Any, session_id: str, turn_index: int) -> bool: ...
+
     def select_turns(self, conn: Any, session_id: str) -> list[dict[str, Any]]: ...
+
+    def select_metrics(self, conn: Any, session_id: str) -> list[dict[str, Any]]: ...
 
     def touch(self, conn: Any, session_id: str, now: str) -> None: ...
 
@@ -36,6 +42,15 @@ class StoreRows(Protocol):
 
 class StoreHooks:
     """Declared here, provided by each store's core and role classes."""
+
+    _tokens: dict[str, Any]
+    """The claim this store holds, by session (a token, or a token and its epoch)."""
+    _known_blobs: dict[str, BlobCache]
+    """What this store knows is committed of each session's audit values."""
+
+    def _after_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once the write in progress is durable."""
+        raise NotImplementedError
 
     def _write(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
@@ -54,4 +69,7 @@ class StoreHooks:
         raise NotImplementedError
 
     def _rows(self) -> StoreRows:
+        raise NotImplementedError
+
+    def _executemany(self, conn: Any, statement: str, batch: list[tuple[Any, ...]]) -> None:
         raise NotImplementedError

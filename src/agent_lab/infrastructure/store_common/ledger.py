@@ -22,7 +22,7 @@ from agent_lab.domain.errors import UsageError
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite.records import dumps, message_json, now_iso
 from agent_lab.infrastructure.sqlite.rows import message_fields
-from agent_lab.infrastructure.store_common.hooks import StoreHooks
+from agent_lab.infrastructure.store_common.batches import BatchStatements
 from agent_lab.infrastructure.store_common.journal import (
     BATCH_COLUMNS,
     CALL_COLUMNS,
@@ -42,18 +42,11 @@ _UNREPORTED = (
 )
 
 
-class Ledger(StoreHooks, BatchJournal):
+class Ledger(BatchStatements, BatchJournal):
     """Tool batches: pending before dispatch, results as they land, commit or abandon.
 
-    A store provides ``StoreHooks`` and the two hooks below (its connection type is its
-    own, hence ``Any``).
+    A store provides ``StoreHooks`` (its connection type is its own, hence ``Any``).
     """
-
-    def _executemany(self, conn: Any, statement: str, batch: list[tuple[Any, ...]]) -> None:
-        raise NotImplementedError
-
-    def _abandon(self, conn: Any, batch_ids: list[str], state: str, now: str) -> None:
-        raise NotImplementedError
 
     def open_batch(self, session_id: str, intent: BatchIntent) -> str:
         """Journal a tool batch as pending before any of its tools runs; return its id.
@@ -99,17 +92,13 @@ class Ledger(StoreHooks, BatchJournal):
         """
         check_call_status(status)
         result_json = message_json(result)
-        with self._write() as conn:
-            self._pending_batch(conn, batch_id, "record a result in")
-            updated = conn.execute(
-                self._sql(
-                    "UPDATE tool_calls SET state = ?, result = ?, landed_at = ?"
-                    " WHERE batch_id = ? AND event_id = ?"
-                ),
-                (status, result_json, now_iso(), batch_id, event_id),
-            )
-            if updated.rowcount == 0:
-                raise UsageError(f"tool batch {batch_id!r} has no call {event_id!r}")
+        self._update_call(
+            batch_id,
+            event_id,
+            "record a result in",
+            "state = ?, result = ?, landed_at = ?",
+            (status, result_json, now_iso()),
+        )
 
     def mark_dispatched(self, batch_id: str, event_id: str, arguments: dict[str, Any]) -> None:
         """Record that a pending call's handler is about to run, with its final arguments.
@@ -119,17 +108,44 @@ class Ledger(StoreHooks, BatchJournal):
                 call was dispatched before.
         """
         arguments_json = dumps(arguments, f"arguments of tool call {event_id!r}")
+        self._update_call(
+            batch_id,
+            event_id,
+            "dispatch a call of",
+            "state = 'dispatched', arguments = ?, dispatched_at = ?",
+            (arguments_json, now_iso()),
+            pending_only=True,
+        )
+
+    def _update_call(
+        self,
+        batch_id: str,
+        event_id: str,
+        action: str,
+        assignments: str,
+        values: tuple[Any, ...],
+        *,
+        pending_only: bool = False,
+    ) -> None:
+        """Set ``assignments`` (``?`` parameters, ``values``) on one call of a pending
+        batch (only while the call is pending, with ``pending_only``).
+
+        Raises:
+            UsageError: unknown batch or call, or the batch is no longer pending (so
+                ``action`` is refused).
+        """
+        only = " AND state = 'pending'" if pending_only else ""
         with self._write() as conn:
-            self._pending_batch(conn, batch_id, "dispatch a call of")
+            self._pending_batch(conn, batch_id, action)
             updated = conn.execute(
                 self._sql(
-                    "UPDATE tool_calls SET state = 'dispatched', arguments = ?, dispatched_at = ?"
-                    " WHERE batch_id = ? AND event_id = ? AND state = 'pending'"
+                    f"UPDATE tool_calls SET {assignments} WHERE batch_id = ? AND event_id = ?{only}"
                 ),
-                (arguments_json, now_iso(), batch_id, event_id),
+                (*values, batch_id, event_id),
             )
             if updated.rowcount == 0:
-                raise UsageError(f"tool batch {batch_id!r} has no pending call {event_id!r}")
+                which = "pending call" if pending_only else "call"
+                raise UsageError(f"tool batch {batch_id!r} has no {which} {event_id!r}")
 
     def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None:
         """Append ``messages`` to the visible transcript and mark the batch committed.

@@ -1,14 +1,14 @@
 """The ``TranscriptStore`` methods both stores run the same way.
 
-Creating, ensuring and deleting sessions and starting turns differ per store (upserts,
-the claim fence, when the session is touched) and stay in each store's ``transcript``.
+Only ensuring a session differs per store (PostgreSQL upserts, SQLite checks first
+under its write lock) and stays in each store's ``transcript``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agent_lab.domain.errors import UsageError
+from agent_lab.domain.errors import SessionNotFound, UsageError
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite.records import checked_id, dumps, new_id, now_iso
 from agent_lab.infrastructure.sqlite.rows import (
@@ -18,15 +18,11 @@ from agent_lab.infrastructure.sqlite.rows import (
     message_fields,
     session_dict,
 )
-from agent_lab.infrastructure.store_common.hooks import StoreHooks
+from agent_lab.infrastructure.store_common.batches import BatchStatements
 
 
-class SharedTranscript(StoreHooks):
+class SharedTranscript(BatchStatements):
     """Sessions, turns and the visible transcript, over a store's hooks."""
-
-    def _uncommitted_messages(self, conn: Any, session_id: str) -> list[dict[str, Any]]:
-        """The journal's uncommitted batches rendered as messages (the store's journal)."""
-        raise NotImplementedError
 
     def create_session(
         self, title: str, config: dict[str, Any], session_id: str | None = None
@@ -50,6 +46,23 @@ class SharedTranscript(StoreHooks):
         with self._read() as conn:
             return self._rows().select_session(conn, session_id)
 
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session and everything recorded for it.
+
+        Raises:
+            SessionNotFound: no session has that id.
+        """
+        with self._write() as conn:
+            self.fence(conn, session_id)
+            deleted = conn.execute(self._sql("DELETE FROM sessions WHERE id = ?"), (session_id,))
+            if deleted.rowcount == 0:
+                raise SessionNotFound(session_id)
+        self._after_commit(lambda: self._forget_session(session_id))
+
+    def _forget_session(self, session_id: str) -> None:
+        self._tokens.pop(session_id, None)
+        self._known_blobs.pop(session_id, None)
+
     def list_sessions(self) -> list[dict[str, Any]]:
         """Return every session summary, newest first."""
         with self._read() as conn:
@@ -65,6 +78,39 @@ class SharedTranscript(StoreHooks):
                 (session_id,),
             ).fetchone()
         return (int(row[0]) if row is not None else 0) + 1
+
+    def start_turn(
+        self,
+        session_id: str,
+        turn_index: int,
+        user_message: str,
+        *,
+        messages: list[ChatMessage] | None = None,
+    ) -> None:
+        """Record a running turn, and append ``messages`` (e.g. the user's) in the same
+        transaction.
+
+        Raises:
+            UsageError: the turn already exists.
+        """
+        rows = [message_fields(message) for message in messages or []]
+        store_rows = self._rows()
+        with self._write() as conn:
+            self.writable(conn, session_id)
+            if store_rows.turn_exists(conn, session_id, turn_index):
+                raise UsageError(f"turn {turn_index} of session {session_id!r} already exists")
+            now = now_iso()
+            conn.execute(
+                self._sql(
+                    "INSERT INTO turns (session_id, turn_index, status, user_message, started_at)"
+                    " VALUES (?, ?, 'running', ?, ?)"
+                ),
+                (session_id, turn_index, user_message, now),
+            )
+            if rows:
+                store_rows.insert_messages(conn, session_id, turn_index, rows)  # touches it
+            else:
+                store_rows.touch(conn, session_id, now)
 
     def complete_turn(
         self,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Annotated, Final
 
 import typer
@@ -122,25 +123,21 @@ class LineReader:
                 return
 
 
+@dataclass(eq=False)
 class ChatLoop:
     """Reads a line, runs it as a turn, shows how it ended, repeats."""
 
-    def __init__(
-        self,
-        lab: Lab,
-        options: LabOptions,
-        session_id: str | None,
-        renderer: ConversationRenderer,
-        reader: LineReader,
-    ) -> None:
-        self.lab = lab
-        self.options = options
-        self.session_id = session_id
-        self.renderer = renderer
-        self.reader = reader
-        self.driver = SessionDriver(lab.runtime(), renderer.render)
-        self._interrupts = 0
-        self._failed = False
+    lab: Lab
+    options: LabOptions
+    session_id: str | None
+    renderer: ConversationRenderer
+    reader: LineReader
+    driver: SessionDriver = field(init=False)
+    _interrupts: int = field(default=0, init=False)
+    _failed: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.driver = SessionDriver(self.lab.runtime(), self.renderer.render)
 
     def interrupt(self) -> None:
         """Ctrl-C: cancel the running turn, or count towards quitting at the prompt."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import IO, Any
 
 import orjson
@@ -72,27 +73,24 @@ def round_chip(message: RoundStatsMessage, *, usage_reported: bool = True) -> Te
     return Text("  [" + " · ".join(parts) + "]", style="dim")
 
 
+@dataclass(eq=False)
 class ConversationRenderer:
     """Prints output-protocol messages as they arrive.
-
-    Args:
-        console: Where to print (usually stdout).
-        show_audits: Also print one dim line per ``audit`` message.
-        show_stats: Print the round-stats chip after every round.
 
     ``error`` messages are left to the caller, which decides where they go.
     """
 
-    def __init__(
-        self, console: Console, *, show_audits: bool = False, show_stats: bool = True
-    ) -> None:
-        self.console = console
-        self.show_audits = show_audits
-        self.show_stats = show_stats
-        self._line_open = False
-        self._usage_seen = False
-        self.session_id: str | None = None
-        """The session of the conversation, once ``session_started`` named it."""
+    console: Console
+    """Where to print (usually stdout)."""
+    _: KW_ONLY
+    show_audits: bool = False
+    """Also print one dim line per ``audit`` message."""
+    show_stats: bool = True
+    """Print the round-stats chip after every round."""
+    session_id: str | None = field(default=None, init=False)
+    """The session of the conversation, once ``session_started`` named it."""
+    _line_open: bool = field(default=False, init=False)
+    _usage_seen: bool = field(default=False, init=False)
 
     def render(self, message: OutputMessage) -> None:
         """Print one output message."""

@@ -53,12 +53,7 @@ function totals(record) {
   const metric = (label, value) => h("div", { class: "metric" }, h("div", { class: "metric-value" }, value), h("div", { class: "metric-label" }, label));
   return h("div", { class: "metrics" },
     metric("turns", num(usage.turn_count)),
-    metric("wall time", ms(usage.turn_wall_time_ms)),
-    metric("tokens", num(usage.total_tokens)),
-    metric("cached", num(usage.cached_tokens)),
-    metric("model calls", num(usage.model_calls)),
-    metric("tools", num(usage.tool_count)),
-    metric("fallbacks", num(usage.fallback_count)),
+    ...usageFigures(usage).map(([label, value]) => metric(label, value)),
     metric("cost", cost(usage.cost)));
 }
 
@@ -66,8 +61,21 @@ export function cost(value) {
   return typeof value === "number" ? `$${value.toFixed(4)}` : "unknown";
 }
 
-function firstTtft(record, turnIndex) {
-  const call = (record.calls || []).find((entry) => entry.call_kind === "chat" && entry.round_index === 1 && entry.turn_index === turnIndex);
+// What a usage summary row shows, a session's or a turn's: [label, text] pairs.
+export function usageFigures(row) {
+  return [
+    ["wall time", ms(row.turn_wall_time_ms)],
+    ["tokens", num(row.total_tokens)],
+    ["cached", num(row.cached_tokens)],
+    ["model calls", num(row.model_calls)],
+    ["tools", num(row.tool_count)],
+    ["fallbacks", num(row.fallback_count)],
+  ];
+}
+
+// A turn's time to first token: its first round's chat call's, among a session's calls.
+export function firstTtft(summary, turnIndex) {
+  const call = (summary?.calls || []).find((entry) => entry.call_kind === "chat" && entry.round_index === 1 && entry.turn_index === turnIndex);
   return call?.ttft_ms ?? null;
 }
 

@@ -1,7 +1,7 @@
 // The Timeline tab: the chosen turn's waterfall, its summary (status, wall, rounds,
 // tokens, TTFT, cost) and the detail panel of the bar clicked.
 
-import { cost } from "./compare.js";
+import { cost, firstTtft, usageFigures } from "./compare.js";
 import { $, h, ms, num, shortId } from "./dom.js";
 import { budgetNotice, budgetSpent } from "./feedback.js";
 import { buildTimeline, renderDetail, renderWaterfall } from "./timeline.js";
@@ -37,21 +37,11 @@ function turnSummary(state, turnIndex) {
     h("div", { class: "turn-user", title: turn.user_message || "" }, turn.user_message || ""),
     h("div", { class: "stats" },
       chip("status", turn.status || "running"),
-      chip("wall", ms(turn.turn_wall_time_ms)),
       chip("rounds", num(turn.round_count)),
-      chip("model calls", num(turn.model_calls)),
-      chip("tools", num(turn.tool_count)),
-      chip("fallbacks", num(turn.fallback_count)),
-      chip("tokens", num(turn.total_tokens)),
-      chip("cached", num(turn.cached_tokens)),
-      chip("TTFT", ms(turnTtft(state, turnIndex))),
+      ...usageFigures(turn).map(([label, value]) => chip(label, value)),
+      chip("TTFT", ms(firstTtft(state.record, turnIndex))),
       chip("cost", cost(turn.cost))),
     budgetLine(state, turnIndex));
-}
-
-function turnTtft(state, turnIndex) {
-  const call = (state.record?.calls || []).find((entry) => entry.call_kind === "chat" && entry.round_index === 1 && entry.turn_index === turnIndex);
-  return call?.ttft_ms ?? null;
 }
 
 function budgetLine(state, turnIndex) {
