@@ -17,9 +17,9 @@ conversation. Side by side in one run:
 * **1,000 concurrent paced sessions** (in-process simulated model: 300 ms TTFT,
   40 tokens/s; one arrival loop starts each session when due, over one second), each in
   a fresh interpreter (``bench/_session_load.py``), the collector at its defaults: the
-  bare-asyncio floor and agent_lab, interleaved. Delay p50/p99/max, CPU, full collections (count, longest
-  pause), RSS growth per session and the largest event-loop lag (a 10 ms
-  heartbeat, the same in both).
+  bare-asyncio floor and agent_lab, interleaved. Delay p50/p99/max, CPU, full
+  collections (count, longest pause), RSS growth per session and the largest
+  event-loop lag (a 10 ms heartbeat, the same in both).
 """
 
 from __future__ import annotations

@@ -102,6 +102,7 @@ class Lab:
                     api_key=self.settings.secret_key() or "not-needed",
                     timeout=self.settings.timeout,
                     max_retries=self.settings.max_retries,
+                    transport=self.settings.transport,
                 )
             )
             self.store = open_store(self.settings.store_location())

@@ -160,14 +160,20 @@ class SSETranscriptServer:
     """Replays ``ScriptedResponse``s, one per request, and records every request."""
 
     def __init__(
-        self, *responses: ScriptedResponse, fallback: ScriptedResponse | None = None
+        self,
+        *responses: ScriptedResponse,
+        fallback: ScriptedResponse | None = None,
+        keep_alive: float | None = None,
     ) -> None:
         """Prepares the server; ``start()`` (or ``with``) opens the port.
 
         Args:
             *responses: Answers to the first requests, in order.
             fallback: The answer once they are used up (default: a 500 error).
+            keep_alive: Seconds a connection may sit idle between requests before the
+                server closes it, as real servers do; ``None`` keeps it open.
         """
+        self._keep_alive = keep_alive
         self._script: deque[ScriptedResponse] = deque(responses)
         self._fallback = fallback or _NO_SCRIPT
         self._requests: list[RecordedRequest] = []
@@ -283,7 +289,11 @@ class SSETranscriptServer:
                 await writer.wait_closed()
 
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        request = await _read_request(reader)
+        try:
+            async with asyncio.timeout(self._keep_alive):
+                request = await _read_request(reader)
+        except TimeoutError:  # idle past the keep-alive time: close
+            return False
         if request is None:
             return False
         with self._lock:

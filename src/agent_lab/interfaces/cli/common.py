@@ -217,6 +217,7 @@ class LabOptions:
     base_url: str | None = None
     api_key: str | None = None
     model: str | None = None
+    transport: str | None = None
     event_model: str | None = None
     mode: str | None = None
     tools: tuple[str, ...] = ()
@@ -237,6 +238,7 @@ class LabOptions:
             "base_url": self.base_url,
             "api_key": self.api_key,
             "model": self.model,
+            "transport": self.transport,
             "event_model": self.event_model,
             "mode": self.mode,
             "tools": list(self.tools) or None,

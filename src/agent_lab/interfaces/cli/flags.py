@@ -32,6 +32,7 @@ from agent_lab.interfaces.cli.options import (
     OtelOption,
     SystemOption,
     ToolOption,
+    TransportOption,
 )
 
 Command = Callable[..., None]
@@ -43,6 +44,10 @@ def _as_tuple(values: list[str] | None) -> tuple[str, ...]:
 
 def _unchanged(value: Any) -> Any:
     return value
+
+
+def _choice_value(value: Any) -> Any:
+    return getattr(value, "value", value)
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ FLAGS: Final[dict[str, Flag]] = {
     "base_url": Flag(BaseUrlOption),
     "api_key": Flag(ApiKeyOption),
     "model": Flag(ModelOption),
+    "transport": Flag(TransportOption, convert=_choice_value),
     "event_model": Flag(EventModelOption),
     "tool": Flag(ToolOption, field="tools", convert=_as_tuple),
     "max_event_loops": Flag(MaxLoopsOption),
@@ -75,8 +81,9 @@ FLAGS: Final[dict[str, Flag]] = {
 }
 """Every shared flag by parameter name."""
 
-ENDPOINT_FLAGS: Final = ("base_url", "api_key", "model")
-"""Where the chat model is: ``--base-url``, ``--api-key``, ``--model``."""
+ENDPOINT_FLAGS: Final = ("base_url", "api_key", "model", "transport")
+"""Where the chat model is and how to reach it: ``--base-url``, ``--api-key``, ``--model``,
+``--transport``."""
 TURN_FLAGS: Final = ("mode", *ENDPOINT_FLAGS, "event_model", "tool", "max_event_loops", "system")
 """How a turn runs: mode, endpoint, event model, tools, loop cap and system prompts."""
 STORE_FLAGS: Final = ("db", "home")

@@ -11,6 +11,13 @@ import typer
 from agent_lab.application.contracts import MAX_EVENT_LOOPS
 
 
+class TransportChoice(StrEnum):
+    """The ``--transport`` values."""
+
+    httpx = "httpx"
+    aiohttp = "aiohttp"
+
+
 class ModeChoice(StrEnum):
     """The ``--mode`` values."""
 
@@ -100,6 +107,15 @@ HostOption = Annotated[str, typer.Option("--host", help="Interface to bind.")]
 LocalOption = Annotated[
     bool,
     typer.Option("--local", help="Run the bundled small model (needs the 'local' extra)."),
+]
+TransportOption = Annotated[
+    TransportChoice | None,
+    typer.Option(
+        "--transport",
+        help="How requests reach the endpoint: aiohttp (default; less CPU per stream) or "
+        "httpx. Env AGENT_LAB_TRANSPORT.",
+        show_default=False,
+    ),
 ]
 OtelOption = Annotated[
     bool,

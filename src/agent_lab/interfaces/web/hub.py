@@ -360,7 +360,11 @@ class SessionHub:
         if key is None and base_url == self.lab.base_url:
             key = settings.secret_key()
         return OpenAICompatibleChatClient(
-            base_url, api_key=key, timeout=settings.timeout, max_retries=settings.max_retries
+            base_url,
+            api_key=key,
+            timeout=settings.timeout,
+            max_retries=settings.max_retries,
+            transport=settings.transport,
         )
 
     def _first_turn(self, session_id: str) -> int:
