@@ -120,10 +120,20 @@ async def drive(variant: str, sessions: int, latency: LatencyModel | None) -> di
     peak = [0.0]
     lag = Heartbeat()  # the same heartbeat for both variants
 
-    async def staggered(n: int) -> None:
-        await asyncio.sleep(n / sessions)
+    async def one(n: int) -> None:
         await session(n, model, delays)
         peak[0] = max(peak[0], rss_kib())
+
+    async def arrivals(group: asyncio.TaskGroup) -> None:
+        """Each session starts when it is due, as a server's connections arrive: one
+        task per live session, not 1,000 tasks made at once that sleep until due."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for n in range(sessions):
+            wait = start + n / sessions - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            group.create_task(one(n))
 
     async def sample_rss() -> None:
         while True:
@@ -138,8 +148,7 @@ async def drive(variant: str, sessions: int, latency: LatencyModel | None) -> di
     cpu, wall = time.process_time(), time.perf_counter()
     try:
         async with asyncio.TaskGroup() as group:
-            for n in range(sessions):
-                group.create_task(staggered(n))
+            group.create_task(arrivals(group))
     finally:
         gc.callbacks.remove(collections)
         sampler.cancel()

@@ -15,11 +15,11 @@ conversation. Side by side in one run:
   answering one input) and the OpenAI Agents SDK (one ``Runner.run_streamed`` turn of
   one delta, agent built per run);
 * **1,000 concurrent paced sessions** (in-process simulated model: 300 ms TTFT,
-  40 tokens/s; starts spread over one second), each in a fresh interpreter
-  (``bench/_session_load.py``), the collector at its defaults: the bare-asyncio floor
-  and agent_lab, interleaved. Delay p50/p99/max, CPU, full collections (count, longest
-  pause), RSS growth per session and the largest event-loop lag (a 10 ms
-  heartbeat, the same in both).
+  40 tokens/s; one arrival loop starts each session when due, over one second), each in
+  a fresh interpreter (``bench/_session_load.py``), the collector at its defaults: the
+  bare-asyncio floor and agent_lab, interleaved. Delay p50/p99/max, CPU, full
+  collections (count, longest pause), RSS growth per session and the largest
+  event-loop lag (a 10 ms heartbeat, the same in both).
 """
 
 from __future__ import annotations
@@ -195,8 +195,9 @@ def _report(lives: dict[str, float], loads: dict[str, dict[str, Any]]) -> Report
             table(["figure", "CPU ms", "÷ floor"], life_rows),
             "",
             f"{ours['sessions']} concurrent paced sessions in-process (300 ms TTFT, 40 "
-            "tokens/s, starts over 1 s), one runtime each, default collector settings, "
-            "each run in a fresh interpreter; the run with the median p99 of the runs:",
+            "tokens/s, started over 1 s by one arrival loop), one runtime each, default "
+            "collector settings, each run in a fresh interpreter; the run with the median "
+            "p99 of the runs:",
             "",
             table(header, load_rows),
             "",

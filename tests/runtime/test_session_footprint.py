@@ -1,6 +1,7 @@
 """What a session leaves behind and costs in memory: no reference cycles once it has
-ended (so reference counting frees it, not a full garbage collection), and queues that
-allocate their waiter bookkeeping only when it is needed."""
+ended (so reference counting frees it, not a full garbage collection), queues that
+allocate their waiter bookkeeping only when it is needed, event-agent machinery made
+only for a session that runs a batch, and per-process data shared between sessions."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import weakref
 import pytest
 
 from agent_lab.application import _persistence
+from agent_lab.application._transcript import request_prefix
 from agent_lab.application.compact_queue import CompactQueue
-from agent_lab.application.contracts import AgentParams, DebugRunRequest
+from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
-from agent_lab.application.tools import ToolRegistry
-from agent_lab.testing import InMemorySessionStore, ScriptedChatClient, text
+from agent_lab.application.tools import ToolDefinition, ToolRegistry
+from agent_lab.domain.messages import ChatMessage
+from agent_lab.testing import InMemorySessionStore, ScriptedChatClient, text, text_event
 from tests.runtime.runtime_helpers import read_until
 
 
@@ -42,6 +45,75 @@ async def test_an_ended_session_is_freed_without_the_garbage_collector() -> None
         assert runner() is None, "the session's objects are kept alive by a reference cycle"
     finally:
         gc.enable()
+
+
+def _ping_registry() -> ToolRegistry:
+    ping = ToolDefinition(
+        name="ping", description="Pings.", parameters={"type": "object"}, handler=lambda e: {}
+    )
+    return ToolRegistry([ping])
+
+
+@pytest.mark.asyncio
+async def test_a_session_that_only_streams_answers_makes_no_event_agent_machinery() -> None:
+    runtime = DebugRuntime(ScriptedChatClient([text("Hi."), text("Again.")]))
+    queues = runtime.start_session(_request())
+    for message in ("Hello", "And again"):
+        await queues.input.put(message)
+        await read_until(queues, {"turn_completed"})
+    runner = runtime._runner
+    assert runner is not None
+
+    assert runtime.queues._events is None, "the events queue was made for nothing"
+    assert runner._services is None, "the executor and reply channel were made for nothing"
+    await queues.input.put(None)
+    await read_until(queues, {"done"})
+    await runtime.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_session_that_ran_a_dual_batch_is_freed_without_the_garbage_collector() -> None:
+    client = ScriptedChatClient([[text_event("p1", "ping")], text("Pinged.")])
+    runtime = DebugRuntime(client, registry=_ping_registry())
+    request = DebugRunRequest(
+        user_message="",
+        chat_agent=AgentParams(model="m"),
+        event_agent=EventAgentParams(enabled_tools=["ping"], max_event_loops=1),
+    )
+    queues = runtime.start_session(request)
+    await queues.input.put("Ping it")
+    outputs = await read_until(queues, {"turn_completed"})
+    assert any(m.get("event") == "event_batch_started" for m in outputs)
+    assert runtime._runner is not None and runtime._runner._services is not None
+    await queues.input.put(None)
+    await read_until(queues, {"done"})
+    await runtime.aclose()
+    runner = weakref.ref(runtime._runner)
+    gc.disable()
+    try:
+        del runtime, queues
+        assert runner() is None, "the session's objects are kept alive by a reference cycle"
+    finally:
+        gc.enable()
+
+
+def test_sessions_with_the_same_system_prompts_share_one_request_prefix() -> None:
+    def request(*prompts: str, pre: list[ChatMessage] | None = None) -> DebugRunRequest:
+        return DebugRunRequest(
+            system_prompts=list(prompts),
+            pre_messages=pre or [],
+            chat_agent=AgentParams(model="m", system_prompt="Be brief."),
+        )
+
+    first, again = request_prefix(request("You help.")), request_prefix(request("You help."))
+    other = request_prefix(request("You help.", "In French."))
+    with_pre = request(pre=[ChatMessage(role="user", content="Earlier")])
+
+    assert first is again
+    assert other is not first
+    assert [m.content for m in other.messages] == ["You help.", "In French.", "Be brief."]
+    assert request_prefix(with_pre) is not request_prefix(with_pre)  # not shared
+    assert [m.content for m in request_prefix(with_pre).event_view.messages] == ["Earlier"]
 
 
 @pytest.mark.asyncio

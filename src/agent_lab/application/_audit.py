@@ -21,6 +21,9 @@ class _NoSink:
         return None
 
 
+_NO_SINK = _NoSink()
+
+
 class Auditor:
     """Emits audits for one session; every audit reads the clock once unless given ``now``.
 
@@ -35,7 +38,7 @@ class Auditor:
         self._last_elapsed = 0
         self.turn_index: int | None = None
         self.session_id: str | None = None
-        self.sink: AuditSink = _NoSink()
+        self.sink: AuditSink = _NO_SINK
         """Where audits are kept (the session's recorder when a store is attached)."""
 
     @property

@@ -52,6 +52,14 @@ class EventAgentLink:
     ensure_running: Callable[[], None]
 
 
+@dataclass(frozen=True, slots=True)
+class EventServices:
+    """What a round with tool calls needs: the batch executor and the event agent."""
+
+    executor: EventBatchExecutor
+    event_agent: EventAgentLink
+
+
 @dataclass
 class RoundContext:
     """What a batch runner may touch: the round's state and its services."""

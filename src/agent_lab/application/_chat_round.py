@@ -41,8 +41,6 @@ class Offer:
 class ChatRoundRequest:
     round_index: int
     messages: list[ChatMessage]
-    message_dumps: list[dict[str, Any]]
-    """The same messages dumped, for the request audit."""
     offer: Offer
     params: AgentParams
     seen_call_ids: set[str]
@@ -80,22 +78,33 @@ class _RoundStream:
         self.streamed = StreamedRound(call=ModelCall(model=request.params.model))
         self._measure = request.measure_provider_ttft
 
-    async def take(self, item: StreamItem) -> None:
-        call = self.streamed.call
+    def _first_item(self) -> None:
+        self._measure = False
+        self.streamed.call.ttft_ms = _outputs.elapsed_ms(self.requested_at, self.auditor.clock())
+
+    def chunk(self, item: StreamItem) -> None:
+        """A ``raw_chunk`` item: kept for the response audit (no await on this path)."""
         if self._measure:
-            self._measure = False
-            call.ttft_ms = _outputs.elapsed_ms(self.requested_at, self.auditor.clock())
+            self._first_item()
+        if item.raw_chunk is not None:
+            self.streamed.call.add_chunk(item.raw_chunk, item.raw_json)
+
+    async def take(self, item: StreamItem) -> None:
+        """Any other item: deltas, usage and events."""
+        if self._measure:
+            self._first_item()
         if item.kind == "message_delta":
-            await self._delta(item.content)
-        elif item.kind == "raw_chunk" and item.raw_chunk is not None:
-            call.add_chunk(item.raw_chunk, item.raw_json)
+            await self.delta(item.content)
         elif item.kind == "usage" and item.usage is not None:
-            call.usage = item.usage
+            self.streamed.call.usage = item.usage
             await self.auditor.output.put(_outputs.usage(item.usage))
         elif item.kind == self.request.offer.accepts and item.event is not None:
             await self._accept(item.event)
 
-    async def _delta(self, content: str) -> None:
+    async def delta(self, content: str) -> None:
+        """A ``message_delta``: shown at once (the first one is audited before it)."""
+        if self._measure:
+            self._first_item()
         streamed = self.streamed
         if not streamed.parts:
             streamed.ttft_ms = _outputs.elapsed_ms(self.request.started, self.auditor.clock())
@@ -143,8 +152,14 @@ async def stream_round(
     handler = _RoundStream(auditor, request, requested_at)
     first_of_client = CLIENT_CALLS.first_use(client)
     stream = client.stream_chat(request.messages, request.offer.tools, request.params)
-    async for item in stream:
-        await handler.take(item)
+    async for item in stream:  # the two kinds of every chunk, without a detour
+        kind = item.kind
+        if kind == "message_delta":
+            await handler.delta(item.content)
+        elif kind == "raw_chunk":
+            handler.chunk(item)
+        else:
+            await handler.take(item)
     streamed = await handler.finish()
     streamed.call.observe(stream, first_of_client=first_of_client)
     warmup = round(streamed.call.warmup_ms)

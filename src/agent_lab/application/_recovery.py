@@ -117,6 +117,10 @@ class Recovery:
         return counts
 
 
+NO_RECOVERY = Recovery()
+"""Nothing to recover (immutable, so every session can start from it)."""
+
+
 def recovery_from_batches(batches: Iterable[dict[str, Any]]) -> Recovery:
     """The calls of the given journal batches (``list_unreported_batches`` rows:
     abandoned batches, and committed ones of a turn that never finished)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import uuid
 from collections.abc import Coroutine
@@ -15,26 +16,37 @@ from typing import Any
 
 from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
-from agent_lab.application._batches import EventAgentLink
+from agent_lab.application._batches import EventAgentLink, EventServices
 from agent_lab.application._modes import mode_for
 from agent_lab.application._persistence import SessionRecorder
 from agent_lab.application._recording import NullRecorder, Recorder
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
-from agent_lab.application._tasks import finish_even_if_cancelled
+from agent_lab.application._tasks import durably
 from agent_lab.application._transcript import History, fold_title, persisted_call_ids
 from agent_lab.application._turn import EngineDeps, TurnEngine, as_user_message
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.event_agent import EventAgent, ReplyChannel
 from agent_lab.application.events import EventBatchExecutor
+from agent_lab.application.loop_lag import monitor_for
 from agent_lab.application.ports import ChatClient, Clock
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry
-from agent_lab.domain.errors import AgentLabError, InternalError, PersistenceFailed, RunCancelled
+from agent_lab.domain.errors import (
+    AgentLabError,
+    InternalError,
+    PersistenceFailed,
+    RunCancelled,
+    TurnLimitExceeded,
+)
 from agent_lab.domain.messages import ChatMessage
 
 logger = logging.getLogger("agent_lab.application.runtime")
+
+_TIMER_CONTEXT = contextvars.Context()
+"""Where the turn timers run (they only cancel a task): one shared empty context
+instead of a copy of the session's for every turn."""
 
 
 class SessionRunner:
@@ -61,63 +73,63 @@ class SessionRunner:
         self.one_shot = one_shot
         self.claim_wait_seconds = claim_wait_seconds
         self.auditor = Auditor(clock, queues.output)
-        self.executor = EventBatchExecutor(
-            registry, clock=clock, max_parallel=request.event_agent.max_parallel_events
-        )
-        self.replies = ReplyChannel(wire=queues.input)
+        self._services: EventServices | None = None
         self._event_agent_task: asyncio.Task[None] | None = None
         self._turn_task: asyncio.Task[TurnOutcome] | None = None
+        self._turn_expired = False
         self.engine: TurnEngine | None = None
 
     async def run(self) -> None:
+        lag = monitor_for()
+        lag.acquire()  # the loop's heartbeat runs while any session does
         try:
-            await self._run()
+            origin = self.clock()
+            session = await self._open()
+            if session is None:
+                return
+            try:
+                work = await self._begin(session, origin)
+                if session.recorder.persistent:
+                    await self._unless_taken_over(session.recorder, work)
+                else:  # no store, no claim to lose
+                    await work
+            finally:
+                await self._end(session)
         except Exception as exc:  # a bug must end the session with an error, not a hang
             logger.exception("session failed unexpectedly")
             await self.queues.output.put(_outputs.error(InternalError(f"session failed: {exc}")))
+        finally:
+            lag.release()
 
-    async def _run(self) -> None:
-        origin = self.clock()
-        session = await self._open()
-        if session is None:
-            return
+    async def _begin(self, session: SessionState, origin: float) -> Coroutine[Any, Any, None]:
+        """Announce the session; returns its work: one turn, or turns until closed."""
         self.engine = TurnEngine(
-            EngineDeps(
-                self.client,
-                self.registry,
-                self.executor,
-                self.queues,
-                self.auditor,
-                EventAgentLink(self.queues.events, self.replies, self._ensure_event_agent),
-            ),
+            EngineDeps(self.client, self.registry, self.queues, self.auditor, self._event_services),
             session,
         )
-        try:
-            waits_for_input = not self.one_shot and not self.request.user_message
-            # The first turn's timeline starts now, unless it starts when input arrives.
-            turn = None if waits_for_input else self.engine.begin(origin)
-            if turn is None:
-                self.auditor.begin_turn(origin, None)
-            await self.auditor.emit("session_started", self._started_details(session))
-            await self.queues.output.put(_outputs.session_started(session.session_id))
-            if turn is not None and self.one_shot:
-                await self._unless_taken_over(session.recorder, self._run_one_shot(turn))
-            else:
-                await self._unless_taken_over(session.recorder, self._serve_turns(turn))
-        finally:
-            # The engine's event-agent link calls back into this runner: a reference
-            # cycle. Breaking it here frees the session by reference counting, so
-            # finished sessions never wait for (and lengthen) a full collection.
-            self.engine = None
-            await self._stop_event_agent()
-            await finish_even_if_cancelled(session.recorder.close())
+        waits_for_input = not self.one_shot and not self.request.user_message
+        # The first turn's timeline starts now, unless it starts when input arrives.
+        turn = None if waits_for_input else self.engine.begin(origin)
+        if turn is None:
+            self.auditor.begin_turn(origin, None)
+        await self.auditor.emit("session_started", self._started_details(session))
+        await self.queues.output.put(_outputs.session_started(session.session_id))
+        if turn is not None and self.one_shot:
+            return self._run_one_shot(turn)
+        return self._serve_turns(turn)
+
+    async def _end(self, session: SessionState) -> None:
+        # The engine's event-agent link calls back into this runner: a reference
+        # cycle. Breaking it here frees the session by reference counting, so
+        # finished sessions never wait for (and lengthen) a full collection.
+        self.engine = None
+        await self._stop_event_agent()
+        self._services = None  # its event-agent link calls back into this runner too
+        await durably(session.recorder, session.recorder.close())
 
     async def _unless_taken_over(self, recorder: Recorder, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work``; when another runtime takes the session over meanwhile, stop it
         and end the session with a ``taken_over`` error (its writes are fenced anyway)."""
-        if not recorder.persistent:  # no store, no claim to lose
-            await work
-            return
         serving = asyncio.create_task(work)
         lost = asyncio.create_task(recorder.claim_lost())
         try:
@@ -256,20 +268,35 @@ class SessionRunner:
 
     async def _run_turn(self, turn: TurnState, user: ChatMessage) -> TurnOutcome:
         assert self.engine is not None
+        limit = self.engine.deps.limits.max_seconds
+        loop = asyncio.get_running_loop()
         self._turn_task = asyncio.create_task(self.engine.run_turn(turn, user))
+        self._turn_expired = False
+        # The wall-time limit cancels the turn's task, as cancel_turn does: one timer,
+        # no timeout context per turn.
+        timer = loop.call_at(loop.time() + limit, self._expire_turn, context=_TIMER_CONTEXT)
         try:
             outcome = await self._turn_task
-            if outcome.status == "failed":
-                await self._stop_event_agent()  # a batch it may still run died with the turn
-            return outcome
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise
             await self._stop_event_agent()  # its batch died with the turn
+            if self._turn_expired:
+                return TurnOutcome("failed", TurnLimitExceeded("wall_time", f"{limit:g} s limit"))
             return TurnOutcome("cancelled", RunCancelled())
         finally:
+            timer.cancel()
             self._turn_task = None
+        if outcome.status == "failed":
+            await self._stop_event_agent()  # a batch it may still run died with the turn
+        return outcome
+
+    def _expire_turn(self) -> None:
+        task = self._turn_task
+        if task is not None and not task.done():
+            self._turn_expired = True
+            task.cancel()
 
     async def _close_turn(self, turn: TurnState, outcome: TurnOutcome, ended: float) -> TurnOutcome:
         assert self.engine is not None
@@ -306,17 +333,32 @@ class SessionRunner:
             if message is not None:
                 return message
 
+    def _event_services(self) -> EventServices:
+        """The executor and the event-agent link, made on the session's first batch
+        (a session whose turns only stream answers never makes them)."""
+        if self._services is None:
+            executor = EventBatchExecutor(
+                self.registry,
+                clock=self.clock,
+                max_parallel=self.request.event_agent.max_parallel_events,
+            )
+            replies = ReplyChannel(wire=self.queues.input)
+            link = EventAgentLink(self.queues.events, replies, self._ensure_event_agent)
+            self._services = EventServices(executor, link)
+        return self._services
+
     def _ensure_event_agent(self) -> None:
         """Start the event agent on the first dual batch (sessions without one never pay)."""
         if self._event_agent_task is not None and not self._event_agent_task.done():
             return
+        services = self._event_services()
         agent = EventAgent(
             self.client,
             self.registry,
-            self.executor,
+            services.executor,
             clock=self.clock,
             events=self.queues.events,
-            replies=self.replies,
+            replies=services.event_agent.replies,
         )
         self._event_agent_task = asyncio.create_task(agent.serve())
 
@@ -326,6 +368,6 @@ class SessionRunner:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        while not self.queues.events.empty():  # a request its turn no longer waits for
-            self.queues.events.get_nowait()
-        self.replies.clear()
+        self.queues.drop_pending_events()  # requests their turn no longer waits for
+        if self._services is not None:
+            self._services.event_agent.replies.clear()

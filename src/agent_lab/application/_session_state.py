@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_lab.application._recording import Recorder
-from agent_lab.application._recovery import Recovery
+from agent_lab.application._recovery import NO_RECOVERY, Recovery
 from agent_lab.application._restore import RowRepair
-from agent_lab.application._transcript import History, RequestPrefix
+from agent_lab.application._transcript import History, RequestPrefix, request_prefix
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric
 from agent_lab.domain.errors import AgentLabError
@@ -33,9 +34,9 @@ class SessionState:
     prefix: RequestPrefix = field(init=False)
     """System prompts and pre-messages, the same for every chat call."""
     terminated: bool = False
-    repairs: list[RowRepair] = field(default_factory=list)
+    repairs: Sequence[RowRepair] = ()
     """Stored rows the restore had to repair (audited in ``session_started``)."""
-    recovery: Recovery = field(default_factory=Recovery)
+    recovery: Recovery = NO_RECOVERY
     """Effects of interrupted batches, for the model with the next turn (DESIGN.md §9.4)."""
     lost_batch: bool = False
     """A batch of this session was abandoned: read the journal before the next turn."""
@@ -43,7 +44,7 @@ class SessionState:
     """Batches whose note is in the history but went out with no chat request yet."""
 
     def __post_init__(self) -> None:
-        self.prefix = RequestPrefix(self.request)
+        self.prefix = request_prefix(self.request)
 
     @property
     def mode(self) -> ToolInvocationMode:
@@ -61,7 +62,7 @@ class TurnState:
     """Journal id of a batch begun but not yet committed."""
     landed: dict[str, ChatMessage] = field(default_factory=dict)
     """The open batch's results made durable so far, by call id."""
-    unfinished: list[ChatMessage] = field(default_factory=list)
+    unfinished: Sequence[ChatMessage] = ()
     """Results of the batch the turn abandoned that were made durable before it ended."""
     recovered: tuple[str, ...] = ()
     """Journal ids of interrupted batches this turn reported to the model."""

@@ -18,18 +18,28 @@ RESULTS_HEADER = "EventAgent results:\n"
 class History:
     """The conversation after the pre-messages, append-only, with each message's dump
     made once (request audits list every message sent, every round), and the event
-    agent's view of it (``EventView``) kept up to date as messages are appended."""
+    agent's view of it (``EventView``), made on first use (only a ``dual_agent`` batch
+    asks for it) and then kept up to date as messages are appended."""
+
+    __slots__ = ("_event_view", "dumps", "messages")
 
     def __init__(self, messages: Iterable[ChatMessage] = ()) -> None:
         self.messages: list[ChatMessage] = []
         self.dumps: list[dict[str, Any]] = []
-        self.event_view = EventView()
+        self._event_view: EventView | None = None
         self.extend(messages)
+
+    @property
+    def event_view(self) -> EventView:
+        if self._event_view is None:
+            self._event_view = EventView(self.messages)
+        return self._event_view
 
     def append(self, message: ChatMessage) -> None:
         self.messages.append(message)
         self.dumps.append(message.model_dump())
-        self.event_view.add(message)
+        if self._event_view is not None:
+            self._event_view.add(message)
 
     def extend(self, messages: Iterable[ChatMessage]) -> None:
         for message in messages:
@@ -48,6 +58,8 @@ class History:
 class EventView:
     """``event_agent_history`` of a message sequence, built one message at a time: each
     message is copied and dumped once, not again for every batch of the session."""
+
+    __slots__ = ("dumps", "messages")
 
     def __init__(self, messages: Iterable[ChatMessage] = ()) -> None:
         self.messages: list[ChatMessage] = []
@@ -101,15 +113,47 @@ class RequestPrefix:
     """What every chat call of a session starts with: system prompts and pre-messages,
     dumped once, and where the event catalog goes (after the leading system messages)."""
 
+    __slots__ = ("_event_view", "_pre_messages", "catalog_at", "dumps", "messages")
+
     def __init__(self, request: DebugRunRequest) -> None:
         self.messages = [*system_messages(request), *request.pre_messages]
         self.dumps = [message.model_dump() for message in self.messages]
-        self.event_view = EventView(request.pre_messages)
-        """The pre-messages as the event agent sees them."""
+        self._pre_messages: Sequence[ChatMessage] = request.pre_messages
+        self._event_view: EventView | None = None
         self.catalog_at = next(
             (index for index, message in enumerate(self.messages) if message.role != "system"),
             len(self.messages),
         )
+
+    @property
+    def event_view(self) -> EventView:
+        """The pre-messages as the event agent sees them (made on first use)."""
+        if self._event_view is None:
+            self._event_view = EventView(self._pre_messages)
+        return self._event_view
+
+
+def request_prefix(request: DebugRunRequest) -> RequestPrefix:
+    """The request's prefix; one per process for each set of system prompts when the
+    request has no pre-messages (as a server's sessions mostly share their prompts).
+
+    A prefix is never changed once made, so sessions can share its messages and dumps.
+    """
+    if request.pre_messages:
+        return RequestPrefix(request)
+    key = (*request.system_prompts, request.chat_agent.system_prompt)
+    prefix = _SHARED_PREFIXES.get(key)
+    if prefix is None:
+        prefix = RequestPrefix(request)
+        prefix._pre_messages = ()
+        if len(_SHARED_PREFIXES) >= _SHARED_PREFIX_LIMIT:
+            _SHARED_PREFIXES.clear()
+        _SHARED_PREFIXES[key] = prefix
+    return prefix
+
+
+_SHARED_PREFIXES: dict[tuple[str, ...], RequestPrefix] = {}
+_SHARED_PREFIX_LIMIT = 256
 
 
 def chat_request_messages(

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from agent_lab.application import _audit_details, _outputs, _policies
 from agent_lab.application._audit import Auditor
-from agent_lab.application._batches import BatchRun, EventAgentLink, RoundContext
+from agent_lab.application._batches import BatchRun, EventServices, RoundContext
 from agent_lab.application._chat_round import ChatRoundRequest, StreamedRound, stream_round
 from agent_lab.application._metrics import (
     argument_metric,
@@ -30,12 +31,11 @@ from agent_lab.application._metrics import (
 )
 from agent_lab.application._modes import ToolMode, mode_for
 from agent_lab.application._policies import Finish, NextStep, PolicyDecision, RunAgain, Terminate
-from agent_lab.application._recovery import Recovery
+from agent_lab.application._recovery import NO_RECOVERY
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
-from agent_lab.application._tasks import finish_even_if_cancelled
+from agent_lab.application._tasks import durably
 from agent_lab.application._transcript import chat_request_messages
 from agent_lab.application.contracts import MAX_EVENT_LOOPS
-from agent_lab.application.events import EventBatchExecutor
 from agent_lab.application.loop_lag import monitor_for
 from agent_lab.application.ports import ChatClient
 from agent_lab.application.queues import RuntimeQueues
@@ -66,14 +66,14 @@ class TurnLimits:
 DEFAULT_TURN_LIMITS = TurnLimits()
 
 
-@dataclass
+@dataclass(slots=True)
 class EngineDeps:
     client: ChatClient
     registry: ToolRegistry
-    executor: EventBatchExecutor
     queues: RuntimeQueues
     auditor: Auditor
-    event_agent: EventAgentLink
+    event_services: Callable[[], EventServices]
+    """Made on the first round with tool calls: most turns only stream an answer."""
     limits: TurnLimits = field(default_factory=lambda: DEFAULT_TURN_LIMITS)
 
 
@@ -99,16 +99,11 @@ class TurnEngine:
         return turn
 
     async def run_turn(self, turn: TurnState, user: ChatMessage) -> TurnOutcome:
-        """Run every round of one turn; failures come back as the outcome."""
-        limit = self.deps.limits.max_seconds
-        try:
-            async with asyncio.timeout(limit):
-                return await self._run_rounds(turn, user)
-        except TimeoutError:
-            await self._abandon_open_batch(turn)
-            return TurnOutcome("failed", TurnLimitExceeded("wall_time", f"{limit:g} s limit"))
+        """Run every round of one turn; failures come back as the outcome.
 
-    async def _run_rounds(self, turn: TurnState, user: ChatMessage) -> TurnOutcome:
+        The caller runs it in a task of its own and cancels that task to stop the turn
+        (``cancel_turn``, or the wall-time limit ``deps.limits.max_seconds``).
+        """
         try:
             await self._open_turn(turn, user)
             while True:
@@ -154,14 +149,14 @@ class TurnEngine:
             await self.deps.queues.output.put(_outputs.turn_started(turn.index))
         # Once turn_started is out, the turn must be on record even if it is cancelled
         # right away: the write finishes, and the cancellation then closes the turn.
-        await finish_even_if_cancelled(session.recorder.start_turn(turn.index, user))
+        await durably(session.recorder, session.recorder.start_turn(turn.index, user))
         session.history.append(user)
         self._deliver_recovery(turn)
 
     def _deliver_recovery(self, turn: TurnState) -> None:
         """Interrupted batches' effects follow the user message, once (DESIGN.md §9.4)."""
         session = self.session
-        recovery, session.recovery = session.recovery, Recovery()
+        recovery, session.recovery = session.recovery, NO_RECOVERY
         if recovery:
             session.history.append(self.mode.recovery_note(recovery))
         turn.recovered = (*session.unacknowledged, *recovery.batch_ids)
@@ -171,14 +166,16 @@ class TurnEngine:
         batch_id, turn.open_batch = turn.open_batch, None
         turn.unfinished = list(turn.landed.values())  # for the turn's closing audit
         if batch_id is not None:
-            await finish_even_if_cancelled(self.session.recorder.abandon_batch(batch_id))
+            recorder = self.session.recorder
+            await durably(recorder, recorder.abandon_batch(batch_id))
             self.session.lost_batch = True
 
     async def _run_round(self, turn: TurnState) -> NextStep:
         turn.round_index += 1
         started, loop_started = self.clock(), asyncio.get_running_loop().time()
-        request = await self._build_request(turn, started)
-        streamed = await self._stream(turn, request)
+        request, requested_at = await self._build_request(turn, started)
+        streamed = await stream_round(self.deps.client, self.auditor, request, requested_at)
+        await self._audit_response(turn, streamed, requested_at)
         events = _detected_events(streamed)
         if not events:
             await self._persist_answer(turn, streamed)
@@ -193,8 +190,11 @@ class TurnEngine:
         await self._stats(turn, streamed, started, loop_started)
         return step
 
-    async def _build_request(self, turn: TurnState, started: float) -> ChatRoundRequest:
-        """The round's request, audited as ``chat_round_started`` and ``chat_agent_request``."""
+    async def _build_request(
+        self, turn: TurnState, started: float
+    ) -> tuple[ChatRoundRequest, float]:
+        """The round's request, audited as ``chat_round_started`` and
+        ``chat_agent_request``; with the clock reading of the request audit."""
         session = self.session
         configured = list(session.request.event_agent.enabled_tools)
         offer = self.mode.offer(self.deps.registry, configured if turn.budget > 0 else [])
@@ -211,32 +211,33 @@ class TurnEngine:
             ),
         )
         sent = chat_request_messages(session.prefix, session.history, offer.catalog)
-        return ChatRoundRequest(
-            round_index=turn.round_index,
-            messages=sent.messages,
-            message_dumps=sent.dumps,
-            offer=offer,
-            params=session.request.chat_agent,
-            seen_call_ids=session.seen_call_ids,
-            started=started,
-            measure_provider_ttft=session.recorder.persistent,
-        )
-
-    async def _stream(self, turn: TurnState, request: ChatRoundRequest) -> StreamedRound:
-        """Stream the chat call between its request and response audits."""
-        mode = self.session.mode
+        params = session.request.chat_agent
         requested_at = await self.auditor.emit(
             "chat_agent_request",
             _audit_details.chat_agent_request(
                 turn.index,
                 turn.round_index,
-                mode,
-                params=request.params,
-                tools=request.offer.tools,
-                messages=request.message_dumps,
+                session.mode,
+                params=params,
+                tools=offer.tools,
+                messages=sent.dumps,
             ),
         )
-        streamed = await stream_round(self.deps.client, self.auditor, request, requested_at)
+        request = ChatRoundRequest(
+            round_index=turn.round_index,
+            messages=sent.messages,
+            offer=offer,
+            params=params,
+            seen_call_ids=session.seen_call_ids,
+            started=started,
+            measure_provider_ttft=session.recorder.persistent,
+        )
+        return request, requested_at
+
+    async def _audit_response(
+        self, turn: TurnState, streamed: StreamedRound, requested_at: float
+    ) -> None:
+        """The ``chat_agent_response`` audit of a streamed chat call."""
         call = streamed.call
         answered_at = self.clock()
         call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)
@@ -245,7 +246,7 @@ class TurnEngine:
             _audit_details.chat_agent_response(
                 turn.index,
                 turn.round_index,
-                mode,
+                self.session.mode,
                 content=streamed.content,
                 events=streamed.events,
                 raw_chunks=call.raw_chunks,
@@ -258,16 +259,16 @@ class TurnEngine:
             ),
             now=answered_at,
         )
-        return streamed
 
     def _round_context(self, turn: TurnState) -> RoundContext:
+        services = self.deps.event_services()
         return RoundContext(
             session=self.session,
             turn=turn,
             scope=f"{self.session.scope_prefix}:turn-{turn.index}:round-{turn.round_index}",
             auditor=self.auditor,
-            executor=self.deps.executor,
-            event_agent=self.deps.event_agent,
+            executor=services.executor,
+            event_agent=services.event_agent,
         )
 
     async def _persist_answer(self, turn: TurnState, streamed: StreamedRound) -> None:
@@ -319,7 +320,7 @@ class TurnEngine:
         self.session.history.extend([*batch.transcript, *closing, *follow_ups])
         for text in spoken:
             await self.deps.queues.output.put(_outputs.message_delta(text))
-        self.deps.executor.release_scope(ctx.scope)
+        ctx.executor.release_scope(ctx.scope)
         self._note_batch_metrics(turn, batch)
         return bool(follow_ups)
 

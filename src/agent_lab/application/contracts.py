@@ -121,8 +121,16 @@ def check_text(field: str, value: str | ChatMessage) -> None:
 
 
 def unicode_problem(request: BaseModel) -> tuple[str, str] | None:
-    """The first string of ``request`` holding a lone surrogate: its field and the problem."""
-    return _first_surrogate(request.model_dump(), "")
+    """The first string of ``request`` holding a lone surrogate: its field and the problem.
+
+    Valid requests, nearly all, pass one JSON serialization (which refuses lone
+    surrogates); only a refused one is walked string by string to name the field.
+    """
+    try:
+        request.model_dump_json()
+    except ValueError:  # a lone surrogate, or a value JSON cannot hold: look closer
+        return _first_surrogate(request.model_dump(), "")
+    return None
 
 
 def _first_surrogate(value: object, where: str) -> tuple[str, str] | None:

@@ -6,7 +6,6 @@ Their items are described in ``agent_lab.application.protocol``.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any
 
 from agent_lab.application.compact_queue import CompactQueue
@@ -14,34 +13,53 @@ from agent_lab.application.event_agent import EventAgentRequest, EventBatchDone
 from agent_lab.application.protocol import InputItem
 
 
-def _input_queue() -> asyncio.Queue[InputItem | EventBatchDone]:
-    return CompactQueue()
-
-
-def _output_queue() -> asyncio.Queue[Any]:
-    return CompactQueue()
-
-
-def _events_queue() -> asyncio.Queue[EventAgentRequest]:
-    return CompactQueue()
-
-
-@dataclass
 class RuntimeQueues:
     """Queues of one runtime; inject your own to observe or bound them.
 
     * ``input`` — user turns (``ChatMessage`` or ``str``) and the event agent's ``tool``
       replies; put ``None`` to close a session.
     * ``output`` — the output protocol: one dict per message (``OutputMessage``).
-    * ``events`` — ``EventAgentRequest`` batches for the event agent.
+      Typed ``Any`` until the turn engine's constructors return the protocol types
+      (read it through ``DebugRuntime.session()`` or ``run()``, which hand out
+      ``OutputMessage``).
+    * ``events`` — ``EventAgentRequest`` batches for the event agent; made on first
+      use unless given (a session without a ``dual_agent`` batch never needs it).
 
     The defaults are ``CompactQueue``s: ``asyncio.Queue``s that allocate their waiter
     bookkeeping only when it is needed (about 1.7 KiB a queue instead of 3.2).
     """
 
-    input: asyncio.Queue[InputItem | EventBatchDone] = field(default_factory=_input_queue)
-    output: asyncio.Queue[Any] = field(default_factory=_output_queue)
-    """Holds ``OutputMessage`` dicts; typed ``Any`` until the turn engine's constructors
-    return the protocol types (read it through ``DebugRuntime.session()`` or ``run()``,
-    which hand out ``OutputMessage``)."""
-    events: asyncio.Queue[EventAgentRequest] = field(default_factory=_events_queue)
+    __slots__ = ("_events", "input", "output")
+
+    def __init__(
+        self,
+        input: asyncio.Queue[InputItem | EventBatchDone] | None = None,  # noqa: A002
+        output: asyncio.Queue[Any] | None = None,
+        events: asyncio.Queue[EventAgentRequest] | None = None,
+    ) -> None:
+        self.input: asyncio.Queue[InputItem | EventBatchDone] = (
+            input if input is not None else CompactQueue()
+        )
+        self.output: asyncio.Queue[Any] = output if output is not None else CompactQueue()
+        self._events = events
+
+    @property
+    def events(self) -> asyncio.Queue[EventAgentRequest]:
+        if self._events is None:
+            self._events = CompactQueue()
+        return self._events
+
+    @events.setter
+    def events(self, queue: asyncio.Queue[EventAgentRequest]) -> None:
+        self._events = queue
+
+    def drop_pending_events(self) -> None:
+        """Drop the event requests nobody will answer (a turn that no longer waits)."""
+        events = self._events
+        while events is not None and not events.empty():
+            events.get_nowait()
+
+    def __repr__(self) -> str:
+        return (
+            f"RuntimeQueues(input={self.input!r}, output={self.output!r}, events={self._events!r})"
+        )

@@ -169,10 +169,8 @@ class DebugRuntime:
             one_shot=one_shot,
             claim_wait_seconds=self.claim_wait_seconds,
         )
-        self._task = task = asyncio.create_task(self._runner.run())
-        self._lag = lag = monitor_for()
-        lag.acquire()
-        task.add_done_callback(lambda _: lag.release())
+        self._task = asyncio.create_task(self._runner.run())
+        self._lag = monitor_for()  # the runner beats it while it runs
         return self.queues
 
     def _append_persisted_tool_metrics(

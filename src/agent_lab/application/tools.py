@@ -130,8 +130,17 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[ToolDefinition] = ()) -> None:
         self._tools: dict[str, ToolDefinition] = {}
+        self._shared = False
+        """``_tools`` is shared with other registries (copied before a change)."""
         for tool in tools:
             self.register(tool)
+
+    @classmethod
+    def _sharing(cls, tools: dict[str, ToolDefinition]) -> ToolRegistry:
+        """A registry over ``tools``, an already-checked mapping shared by others."""
+        registry = cls()
+        registry._tools, registry._shared = tools, True
+        return registry
 
     def register(self, tool: ToolDefinition) -> None:
         """Add a tool; its schema must be a valid JSON schema (checked once per definition).
@@ -140,6 +149,8 @@ class ToolRegistry:
             jsonschema.exceptions.SchemaError: the schema is invalid.
         """
         tool.validator  # noqa: B018 - checks the schema, once per definition
+        if self._shared:  # this registry's own copy from now on
+            self._tools, self._shared = dict(self._tools), False
         self._tools[tool.name] = tool
 
     def get(self, name: str) -> ToolDefinition | None:
@@ -345,4 +356,18 @@ def build_default_tool_registry(
     """
     from agent_lab.application.builtin_tools import builtin_tool_definitions
 
-    return ToolRegistry(builtin_tool_definitions(backends, home=home))
+    definitions = builtin_tool_definitions(backends, home=home)
+    key = tuple(map(id, definitions))  # the mapping keeps them alive: ids stay theirs
+    shared = _DEFAULT_TOOLS.get(key)
+    if shared is None:
+        shared = ToolRegistry(definitions)._tools
+        if len(_DEFAULT_TOOLS) >= 64:
+            _DEFAULT_TOOLS.clear()
+        _DEFAULT_TOOLS[key] = shared
+    return ToolRegistry._sharing(shared)
+
+
+_DEFAULT_TOOLS: dict[tuple[int, ...], dict[str, ToolDefinition]] = {}
+"""The built-in tools by name, per set of definitions (the same backends give the same
+definitions objects): every runtime's default registry shares one mapping until it
+registers a tool of its own."""

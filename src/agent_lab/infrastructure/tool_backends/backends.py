@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,9 +127,31 @@ def shared_local_backends(home: Path | None = None) -> BuiltinBackends:
     one instance per configuration serves every registry; the built-in definitions
     bound to it are then shared too.
     """
-    search_url = os.environ.get(SEARCH_URL_ENV, "").strip()
-    corpus = os.environ.get(CORPUS_ENV, "").strip()
-    return _shared(resolve_home(home), search_url, corpus)
+    environ = os.environ
+    search_url = environ.get(SEARCH_URL_ENV, "").strip()
+    corpus = environ.get(CORPUS_ENV, "").strip()
+    # Resolving the home (platformdirs, paths) costs more than the rest of a runtime's
+    # construction: it is redone only when a variable it depends on changes.
+    where = (home, *(environ.get(name) for name in _HOME_INPUTS))
+    return _shared_at(where, search_url, corpus)
+
+
+_HOME_INPUTS = (HOME_ENV, "HOME") + (
+    ("XDG_DATA_HOME",)
+    if sys.platform.startswith("linux")
+    else ("APPDATA", "LOCALAPPDATA", "USERPROFILE")
+    if sys.platform == "win32"
+    else ()
+)
+"""What ``resolve_home`` (and the platform's data directory) depends on."""
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_at(
+    where: tuple[Path | str | None, ...], search_url: str, corpus: str
+) -> BuiltinBackends:
+    home = where[0]
+    return _shared(resolve_home(home if isinstance(home, Path) else None), search_url, corpus)
 
 
 @functools.lru_cache(maxsize=64)
