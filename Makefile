@@ -40,10 +40,13 @@ bench: setup
 demo: setup
 	$(BIN)/agent-lab demo
 
-## The project's test suite on two workers (a file's tests stay on one worker). The web
+## The project's test suite on parallel workers (a file's tests stay on one worker). The web
 ## lab's browser tests need /usr/bin/chromium; without it they are skipped with a note,
 ## unless AGENT_LAB_REQUIRE_BROWSER=1 (CI) makes that a failure.
-PYTEST_WORKERS ?= 2
+## One worker more than the machine has cores: a good part of the suite waits on
+## subprocesses, servers and the browser, and the extra worker keeps the cores busy
+## (3:20 instead of 4:00 on 2 cores).
+PYTEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print((os.cpu_count() or 1) + 1)")
 test: setup browser postgres
 	@echo "==> running the test suite ($(PYTEST_WORKERS) workers)"
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile

@@ -122,7 +122,8 @@ def test_make_shows_progress_and_runs_the_suite_in_parallel(target: str) -> None
     assert "==> [3/3] installing agent-lab" in plan.stdout
     assert "--quiet -e" not in plan.stdout  # the long install is not silent
     if target == "test":
-        assert "pytest -n 2 --dist loadfile" in plan.stdout
+        workers = (os.cpu_count() or 1) + 1  # the cores, and one for the waiting
+        assert f"pytest -n {workers} --dist loadfile" in plan.stdout
 
 
 def test_make_test_leaves_the_slow_tests_to_their_own_stage_which_ci_runs() -> None:
@@ -137,6 +138,6 @@ def test_make_test_leaves_the_slow_tests_to_their_own_stage_which_ci_runs() -> N
 
     assert "not slow" in config["ini_options"]["addopts"]
     assert plan.returncode == 0, plan.stderr
-    assert "pytest -n 2 --dist loadfile -m slow" in plan.stdout
+    assert f"pytest -n {(os.cpu_count() or 1) + 1} --dist loadfile -m slow" in plan.stdout
     ci_steps = (REPO / ".ci" / "run").read_text().splitlines()
     assert ci_steps.index("make test-slow") == ci_steps.index("make test") + 1
