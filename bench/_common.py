@@ -205,6 +205,13 @@ def server_process(script: Path, *args: str) -> Iterator[str]:
 
     The server stops when its stdin closes; it is killed if it does not within 5 s.
     """
+    with server_process_and_pid(script, *args) as (line, _):
+        yield line
+
+
+@contextlib.contextmanager
+def server_process_and_pid(script: Path, *args: str) -> Iterator[tuple[str, int]]:
+    """``server_process``, also yielding the server's pid (to read its CPU time)."""
     process = subprocess.Popen(
         [sys.executable, str(script), *args],
         stdin=subprocess.PIPE,
@@ -216,7 +223,7 @@ def server_process(script: Path, *args: str) -> Iterator[str]:
         line = process.stdout.readline().strip()
         if not line:
             raise RuntimeError(f"{script.name} did not start")
-        yield line
+        yield line, process.pid
     finally:
         assert process.stdin is not None
         process.stdin.close()

@@ -101,6 +101,14 @@ class TimedStore:
         waited for I/O or a lock), which the store must never do."""
         self.declined = 0
 
+    def forget_warm_up(self) -> None:
+        """Drops what the warm-up turn recorded: the figures are of the measured turns."""
+        self.calls.clear()
+        self.holds.clear()
+        self.hold_cpu.clear()
+        self.collected.clear()
+        self.declined = self.slept = 0
+
     def write_now(self, work: Callable[[], Any]) -> Any:
         inner = getattr(self.inner, "write_now", None)
         if inner is None:
@@ -271,11 +279,7 @@ def bench_sqlite(
     before: dict[str, Any] = {}
 
     def on_warm() -> None:
-        store.calls.clear()
-        store.holds.clear()
-        store.hold_cpu.clear()
-        store.collected.clear()
-        store.declined = store.slept = 0
+        store.forget_warm_up()
         before.update(rows=_row_counts(path), wchar=_wchar(), transactions=store.transactions)
 
     def on_done() -> None:
@@ -301,11 +305,7 @@ def bench_memory(mode: ToolInvocationMode, turns: int) -> Run:
     run = Run(f"in-memory, {mode}", turns, {})
 
     def on_warm() -> None:
-        store.calls.clear()
-        store.holds.clear()
-        store.hold_cpu.clear()
-        store.collected.clear()
-        store.declined = store.slept = 0
+        store.forget_warm_up()
 
     def on_done() -> None:
         run.calls = dict(store.calls)

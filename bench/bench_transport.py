@@ -41,7 +41,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import Check, Report, percentile, table  # noqa: E402
+from bench._common import Check, Report, percentile, server_process_and_pid, table  # noqa: E402
 from bench._machine import load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,23 +89,8 @@ def setups() -> list[Setup]:
 @contextlib.contextmanager
 def provider() -> Iterator[tuple[str, int]]:
     """The simulated provider in its own process: (base URL, pid)."""
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline().strip()
-        if not line:
-            raise RuntimeError(f"{SERVER.name} did not start")
-        yield line, process.pid
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with server_process_and_pid(SERVER) as started:
+        yield started
 
 
 def cpu_of(pid: int) -> float:
