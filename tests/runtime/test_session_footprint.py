@@ -10,6 +10,9 @@ import gc
 import threading
 import tracemalloc
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -17,6 +20,7 @@ from agent_lab.application import _persistence
 from agent_lab.application._transcript import request_prefix
 from agent_lab.application.compact_queue import CompactQueue
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
+from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.messages import ChatMessage
@@ -28,23 +32,35 @@ def _request() -> DebugRunRequest:
     return DebugRunRequest(user_message="", chat_agent=AgentParams(model="m"))
 
 
+async def _close_and_watch_runner(runtime: DebugRuntime, queues: RuntimeQueues) -> weakref.ref[Any]:
+    """Ends the session and closes the runtime; a weak reference to its runner."""
+    await queues.input.put(None)
+    await read_until(queues, {"done"})
+    await runtime.aclose()
+    assert runtime._runner is not None
+    return weakref.ref(runtime._runner)
+
+
+@contextmanager
+def _collector_off() -> Iterator[None]:
+    """Only reference counting frees objects inside: a cycle would keep them."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 @pytest.mark.asyncio
 async def test_an_ended_session_is_freed_without_the_garbage_collector() -> None:
     runtime = DebugRuntime(ScriptedChatClient([text("Hi.")]), registry=ToolRegistry())
     queues = runtime.start_session(_request())
     await queues.input.put("Hello")
     await read_until(queues, {"turn_completed"})
-    await queues.input.put(None)
-    await read_until(queues, {"done"})
-    await runtime.aclose()
-    assert runtime._runner is not None
-    runner = weakref.ref(runtime._runner)
-    gc.disable()
-    try:
+    runner = await _close_and_watch_runner(runtime, queues)
+    with _collector_off():
         del runtime, queues
         assert runner() is None, "the session's objects are kept alive by a reference cycle"
-    finally:
-        gc.enable()
 
 
 def _ping_registry() -> ToolRegistry:
@@ -85,16 +101,10 @@ async def test_a_session_that_ran_a_dual_batch_is_freed_without_the_garbage_coll
     outputs = await read_until(queues, {"turn_completed"})
     assert any(m.get("event") == "event_batch_started" for m in outputs)
     assert runtime._runner is not None and runtime._runner._services is not None
-    await queues.input.put(None)
-    await read_until(queues, {"done"})
-    await runtime.aclose()
-    runner = weakref.ref(runtime._runner)
-    gc.disable()
-    try:
+    runner = await _close_and_watch_runner(runtime, queues)
+    with _collector_off():
         del runtime, queues
         assert runner() is None, "the session's objects are kept alive by a reference cycle"
-    finally:
-        gc.enable()
 
 
 def test_sessions_with_the_same_system_prompts_share_one_request_prefix() -> None:
