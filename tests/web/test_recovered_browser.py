@@ -24,7 +24,7 @@ from tests.record.effect_lab import (
 )
 from tests.record.record_support import answer
 from tests.web.test_browser import VIEWPORT, browser, send
-from tests.web.test_views_browser import reopened, shown
+from tests.web.test_views_browser import reopened, settled
 from tests.web.web_support import ServedLab, served
 
 pytestmark = pytest.mark.browser
@@ -100,7 +100,7 @@ def test_a_turn_cancelled_mid_batch_shows_its_calls_uncertain_live_and_reopened(
         send(page, "Did it work?")
         second_turn_done(page)
         assert_recovered(page, CANCELLED)
-        live = shown(page)
+        live = settled(page)
 
         after = reopened(page)
 
@@ -127,9 +127,11 @@ def test_a_process_killed_mid_batch_shows_its_calls_uncertain_live_and_reopened(
         expect(page.locator("#status")).to_have_text("ready to continue")
 
         send(page, "Did it work?")
+        # Turn 2 closes the turn the killed process left open, live as in the store.
+        expect(page.locator('.turn[data-turn="1"] .msg.error')).to_contain_text("interrupted")
         second_turn_done(page)
         assert_recovered(page, KILLED)
-        live = shown(page)
+        live = settled(page)
 
         after = reopened(page)
 

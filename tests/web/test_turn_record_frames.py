@@ -4,9 +4,21 @@ last frame of a turn is the record the store gives back when the session is reop
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent_lab.interfaces.settings import LabSettings
+from agent_lab.testing.sse_server import SSETranscriptServer
+from tests.record.effect_lab import (
+    batch_answer,
+    blocking_registry,
+    crash_mid_batch,
+    effect_settings,
+)
+from tests.record.record_support import answer
 from tests.web.web_support import in_process, messages_of, receive_until, start_message
 
 WS = "ws://127.0.0.1/ws/sessions/"
@@ -48,3 +60,32 @@ def test_the_stream_carries_the_growing_record_and_ends_with_the_stored_one(
         "no arguments before the event agent resolved them"
     )
     assert history["unreported_calls"] == []
+
+
+@pytest.mark.parametrize("mode", ["dual_agent", "chat_agent_tools"])
+def test_a_turn_left_open_by_a_killed_process_is_sent_closed_as_interrupted_when_the_next_starts(
+    tmp_path: Path, mode: str
+) -> None:
+    with SSETranscriptServer() as model:
+        model.add(batch_answer(mode), answer("The door may be locked; shall I check?"))
+        settings = effect_settings(tmp_path / "home", model.base_url, mode)
+        settings.lab_home().mkdir(parents=True, exist_ok=True)
+        crash_mid_batch(settings.database(), model.base_url, mode, "crashed")
+        registry = blocking_registry(threading.Event())
+        with in_process(settings, registry=registry) as (client, lab, _):
+            with client.websocket_connect(WS + "crashed") as ws:
+                ws.send_json(start_message(lab, "Did it work?", mode=mode))
+                messages = messages_of(receive_until(ws, "turn_completed"))
+            stored = client.get("/api/sessions/crashed/records").json()["records"]
+
+    kinds = [m["type"] if m["type"] != "audit" else m["event"] for m in messages]
+    first = [m for m in _records(messages) if m["turn_index"] == 1]
+    assert len(first) == 1, "turn 1's record is sent once, when turn 2 closes it"
+    record = first[0]["record"]
+    assert record["status"] == "failed"
+    assert record["failure"]["reason"] == "interrupted"
+    assert record == stored[0], "the live frame is the record the store gives back"
+    sent_at = messages.index(first[0])
+    assert kinds.index("turn_started") < sent_at < kinds.index("message_delta"), (
+        "sent as soon as turn 2 starts, not once it ends"
+    )

@@ -63,11 +63,24 @@ def shown(page: Page) -> list[dict[str, Any]]:
     return value
 
 
+def settled(page: Page, quiet_ms: int = 300, timeout_ms: int = 10_000) -> list[dict[str, Any]]:
+    """What the page shows once it stopped changing: a reload renders the history first
+    and then the records it fetches, a finished turn refreshes its records the same way."""
+    before = shown(page)
+    for _ in range(timeout_ms // quiet_ms):
+        page.wait_for_timeout(quiet_ms)
+        now = shown(page)
+        if now == before:
+            return now
+        before = now
+    return before
+
+
 def reopened(page: Page) -> list[dict[str, Any]]:
     page.reload()
     expect(page.locator("#status")).to_have_text("live", timeout=20_000)
     expect(page.locator(".msg.user")).not_to_have_count(0, timeout=10_000)
-    return shown(page)
+    return settled(page)
 
 
 @pytest.mark.parametrize("mode", ["dual_agent", "chat_agent_tools"])

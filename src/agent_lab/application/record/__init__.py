@@ -22,6 +22,7 @@ from agent_lab.application.record.model import (
 )
 from agent_lab.application.record.reading import (
     LiveRecords,
+    interrupted,
     request_sent,
     session_records,
     turn_audits,
@@ -44,6 +45,7 @@ __all__ = [
     "ToolExecutionRecord",
     "TurnRecord",
     "TurnRecordBuilder",
+    "interrupted",
     "request_sent",
     "session_records",
     "turn_audits",

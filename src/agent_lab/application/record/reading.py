@@ -13,6 +13,7 @@ from typing import Any
 
 from agent_lab.application._recovery import recovery_from_batches
 from agent_lab.application.pricing import PriceTable
+from agent_lab.application.record._closing import close_turn
 from agent_lab.application.record._turn_audits import (
     belongs_to_turn,
     recovered_call,
@@ -71,8 +72,20 @@ def session_records(
     last = max(builders, default=0)
     for index, found in builders.items():
         if index < last and not found.closed:  # a later turn ran: this one never will end
-            found.close("failed", "interrupted", INTERRUPTED_MESSAGE)
+            found.close(*_INTERRUPTED)
     return [builders[index].build() for index in sorted(builders)]
+
+
+_INTERRUPTED = ("failed", "interrupted", INTERRUPTED_MESSAGE)
+
+
+def interrupted(record: TurnRecord) -> TurnRecord:
+    """A turn left open by a runtime that stopped, once a later turn runs: a copy closed
+    as ``failed`` with the reason ``interrupted``, as ``session_records`` closes it."""
+    closed = record.model_copy(deep=True)
+    if closed.status == "running":
+        close_turn(closed, *_INTERRUPTED, seq=len(closed.entries))
+    return closed
 
 
 def unreported_calls(batches: Iterable[Mapping[str, Any]]) -> list[RecoveredCallRecord]:

@@ -17,16 +17,17 @@ turns plus the replay of the turn in progress. See ``docs/web-lab.md``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.pricing import PriceTable
 from agent_lab.application.protocol import OutputMessage
+from agent_lab.application.record import TurnRecord, session_records
 from agent_lab.application.runtime import DebugRuntime, RuntimeSession
 from agent_lab.domain.errors import SessionNotFound
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
@@ -56,6 +57,15 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a stored session goes on: its next turn, and the records of the turns a
+    stopped runtime left running (the next turn closes them as interrupted)."""
+
+    first_turn: int
+    left_open: list[TurnRecord]
+
+
 class SessionLive(Exception):
     """``start`` found the session already running; attach to ``live`` instead."""
 
@@ -78,9 +88,10 @@ class LiveSession:
         options: WebOptions,
         owned_client: OpenAICompatibleChatClient | None = None,
         prices: PriceTable | None = None,
+        left_open: list[TurnRecord] | None = None,
     ) -> None:
         self.session_id = session_id
-        self._records = RecordFeed(prices)
+        self._records = RecordFeed(prices, left_open)
         self.runtime = runtime
         self.stream_id = stream_id
         self._options = options
@@ -244,8 +255,7 @@ class LiveSession:
             self._emit({"type": "user_message", "turn_index": turn_index, "content": content})
             self._turn = turn_index if isinstance(turn_index, int) else self._boundary_turn
         frame = self._emit(message)
-        record = self._records.after(message)
-        if record is not None:
+        for record in self._records.after(message):
             self._emit(record)
         kind = message["type"]
         if kind in ("turn_completed", "error") and self._turn is not None:
@@ -310,8 +320,8 @@ class SessionHub:
                 raise SessionLive(existing)
             if existing is not None:
                 await existing.wait_closed()
-            first_turn = await asyncio.to_thread(self._first_turn, session_id)
-            live = self._new_session(session_id, first_turn, connection)
+            resumed = await asyncio.to_thread(self._resume_point, session_id)
+            live = self._new_session(session_id, resumed, connection)
             live.subscribe(outbox, None, None)
             self._live[session_id] = live
             try:
@@ -327,7 +337,7 @@ class SessionHub:
         await asyncio.gather(*(live.aclose() for live in sessions))
 
     def _new_session(
-        self, session_id: str, first_turn: int, connection: ConnectionOverride | None
+        self, session_id: str, resumed: ResumePoint, connection: ConnectionOverride | None
     ) -> LiveSession:
         client = self._client_for(connection)
         if client is None:
@@ -343,10 +353,11 @@ class SessionHub:
             runtime,
             stream_id=self.stream_id,
             first_offset=self._next_offsets.get(session_id, 0),
-            first_turn=first_turn,
+            first_turn=resumed.first_turn,
             options=self.options,
             owned_client=client,
             prices=self.lab.prices,
+            left_open=resumed.left_open,
         )
 
     def _client_for(
@@ -367,13 +378,24 @@ class SessionHub:
             transport=settings.transport,
         )
 
-    def _first_turn(self, session_id: str) -> int:
+    def _resume_point(self, session_id: str) -> ResumePoint:
+        """Where the session goes on (blocking: run it in a thread)."""
         store = self.lab.store
         if store is None:
-            return 1
-        with contextlib.suppress(SessionNotFound):
-            return store.next_turn_index(session_id)
-        return 1
+            return ResumePoint(1, [])
+        try:
+            first_turn = store.next_turn_index(session_id)
+        except SessionNotFound:
+            return ResumePoint(1, [])
+        if first_turn == 1:
+            return ResumePoint(1, [])
+        records = session_records(
+            store.list_audit_logs(session_id),
+            session_id=session_id,
+            turns=store.list_turns(session_id),
+            prices=self.lab.prices,
+        )
+        return ResumePoint(first_turn, [r for r in records if r.status == "running"])
 
     def _forget(self, live: LiveSession) -> None:
         self._next_offsets[live.session_id] = live.next_offset

@@ -2,14 +2,17 @@
 
 ``RecordFeed`` folds a session's output with ``LiveRecords`` (the fold the store's rows
 go through when the session is reopened) and, after each audit that changes what the
-page shows of a turn, gives the frame to send: the turn's record so far.
+page shows of a turn, gives the frames to send: the turn's record so far. A session
+resumed after its runtime stopped mid-turn starts with that turn's stored record; the
+first new turn closes it as interrupted, and its record is sent then, as the store's
+fold has it from that moment on.
 """
 
 from __future__ import annotations
 
 from agent_lab.application.pricing import PriceTable
 from agent_lab.application.protocol import OutputMessage
-from agent_lab.application.record import LiveRecords
+from agent_lab.application.record import LiveRecords, TurnRecord, interrupted
 from agent_lab.interfaces.web.frames import TurnRecordFrame
 
 RECORD_AUDITS = frozenset(
@@ -32,26 +35,45 @@ failures, the turn's end."""
 
 
 class RecordFeed:
-    """The ``turn_record`` frames of one live session."""
+    """The ``turn_record`` frames of one live session.
 
-    def __init__(self, prices: PriceTable | None = None) -> None:
+    Args:
+        prices: Prices the records' calls.
+        left_open: Stored records of turns a stopped runtime left running.
+    """
+
+    def __init__(
+        self, prices: PriceTable | None = None, left_open: list[TurnRecord] | None = None
+    ) -> None:
         self._records = LiveRecords(prices=prices)
+        self._left_open = list(left_open or [])
 
-    def after(self, message: OutputMessage) -> TurnRecordFrame | None:
-        """The frame to send after ``message``, if it changed a turn's record."""
+    def after(self, message: OutputMessage) -> list[TurnRecordFrame]:
+        """The frames to send after ``message``: the records it changed."""
         if message["type"] != "audit":
-            return None
+            return []
         turn_index = self._records.feed(message)
         event = message["event"]
         if turn_index is None or event not in RECORD_AUDITS:
-            return None
+            return []
+        frames = []
         if event == "turn_started":
             self._records.forget_before(turn_index)  # earlier turns are closed
+            frames = [_frame(interrupted(r)) for r in self._close_left_open(turn_index)]
         record = self._records.record(turn_index)
-        if event == "turn_started" and not record.recovered_calls:
-            return None
-        return {
-            "type": "turn_record",
-            "turn_index": turn_index,
-            "record": record.model_dump(mode="json"),
-        }
+        if event != "turn_started" or record.recovered_calls:
+            frames.append(_frame(record))
+        return frames
+
+    def _close_left_open(self, turn_index: int) -> list[TurnRecord]:
+        closing = [record for record in self._left_open if record.turn_index < turn_index]
+        self._left_open = [record for record in self._left_open if record not in closing]
+        return closing
+
+
+def _frame(record: TurnRecord) -> TurnRecordFrame:
+    return {
+        "type": "turn_record",
+        "turn_index": record.turn_index,
+        "record": record.model_dump(mode="json"),
+    }
