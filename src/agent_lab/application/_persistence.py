@@ -99,8 +99,9 @@ class SessionRecorder:
         self._renewal: asyncio.TimerHandle | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         """A lease renewal being written, if any."""
-        self._lost = asyncio.Event()
         self._lost_to: PersistenceFailed | None = None
+        self._serving: asyncio.Task[Any] | None = None
+        """The task to cancel when the claim is lost (``stop_on_loss``)."""
 
     async def _call(
         self, function: Callable[..., T], *args: Any, chars: int = 0, **kwargs: Any
@@ -243,16 +244,21 @@ class SessionRecorder:
         except SessionBusy as exc:  # taken over (this runtime stalled past its lease)
             self._claim_token = None  # the claim is the new owner's: never release it
             self._lost_to = PersistenceFailed("taken_over", exc.holder)
-            self._lost.set()
+            if self._serving is not None:
+                self._serving.cancel()
         except StoreError:
             pass  # a busy or failing store: the next renewal tries again
         if self._claim_token is not None:
             self._schedule_renewal()
 
-    async def claim_lost(self) -> PersistenceFailed:
-        """Returns, with the error to end the session with, once the claim is lost."""
-        await self._lost.wait()
-        assert self._lost_to is not None
+    def stop_on_loss(self, task: asyncio.Task[Any] | None) -> None:
+        """Cancel ``task`` when another runtime takes the session over (``lost_to``
+        then says how); ``None`` stops watching. No task waits for the loss."""
+        self._serving = task
+
+    @property
+    def lost_to(self) -> PersistenceFailed | None:
+        """The error to end the session with, once the claim is lost."""
         return self._lost_to
 
     async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:

@@ -69,8 +69,14 @@ class Recorder(Protocol):
 
     async def close(self) -> None: ...
 
-    async def claim_lost(self) -> PersistenceFailed:
-        """Returns once another runtime has taken the session over (never without a store)."""
+    def stop_on_loss(self, task: asyncio.Task[Any] | None) -> None:
+        """Cancel ``task`` once another runtime takes the session over (never without a
+        store); ``None`` stops watching."""
+        ...
+
+    @property
+    def lost_to(self) -> PersistenceFailed | None:
+        """Why the session ended when its claim was lost; ``None`` while it holds."""
         ...
 
 
@@ -147,6 +153,9 @@ class NullRecorder:
     async def close(self) -> None:
         return None
 
-    async def claim_lost(self) -> PersistenceFailed:
-        never: asyncio.Future[PersistenceFailed] = asyncio.get_running_loop().create_future()
-        return await never
+    def stop_on_loss(self, task: asyncio.Task[Any] | None) -> None:
+        return None
+
+    @property
+    def lost_to(self) -> PersistenceFailed | None:
+        return None

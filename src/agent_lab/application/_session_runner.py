@@ -129,19 +129,25 @@ class SessionRunner:
 
     async def _unless_taken_over(self, recorder: Recorder, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work``; when another runtime takes the session over meanwhile, stop it
-        and end the session with a ``taken_over`` error (its writes are fenced anyway)."""
-        serving = asyncio.create_task(work)
-        lost = asyncio.create_task(recorder.claim_lost())
+        and end the session with a ``taken_over`` error (its writes are fenced anyway).
+
+        The recorder cancels this task on the loss (no watcher task per session); that
+        cancellation is taken back here, so the session still ends as usual."""
+        task = asyncio.current_task()
+        assert task is not None
+        recorder.stop_on_loss(task)
         try:
-            done, _ = await asyncio.wait({serving, lost}, return_when=asyncio.FIRST_COMPLETED)
+            if recorder.lost_to is None:
+                await work
+            else:
+                work.close()
+        except asyncio.CancelledError:
+            if recorder.lost_to is None or task.uncancel() > 0:
+                raise  # cancelled from outside, not (only) by the loss
         finally:
-            for task in (serving, lost):
-                task.cancel()
-            await asyncio.gather(serving, lost, return_exceptions=True)
-        if serving in done:
-            serving.result()  # finished first: its own ending (or its bug) stands
-            return
-        await self.queues.output.put(_outputs.error(lost.result()))
+            recorder.stop_on_loss(None)
+        if recorder.lost_to is not None:
+            await self.queues.output.put(_outputs.error(recorder.lost_to))
 
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress, if any; the session goes on."""

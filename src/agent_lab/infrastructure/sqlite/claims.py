@@ -43,18 +43,36 @@ class ClaimsRole(SqlCore, SharedClaims):
         pid = os.getpid()
         started = own_process_started(pid)
         with self._write() as conn:
-            require_session(conn, session_id)
             now = time.time()
-            holder = self._refused(conn, session_id, now)
-            if holder is not None:
-                return None, holder
+            new = self._created_in_group(session_id)
+            if not new:  # a session this transaction made has no claim or batches yet
+                require_session(conn, session_id)
+                holder = self._refused(conn, session_id, now)
+                if holder is not None:
+                    return None, holder
             token = new_id()
             conn.execute(
-                "INSERT OR REPLACE INTO session_claims (session_id, token, owner, pid,"
-                " pid_started, hostname, claimed_at, expires_at)"
+                f"INSERT{'' if new else ' OR REPLACE'} INTO session_claims (session_id, token,"
+                " owner, pid, pid_started, hostname, claimed_at, expires_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (session_id, token, owner, pid, started, HOSTNAME, now) + (now + lease_seconds,),
             )
-            self._cancel_pending(conn, session_id, now_iso())
+            if not new:
+                self._cancel_pending(conn, session_id, now_iso())
         self._after_commit(lambda: self._tokens.__setitem__(session_id, token))
         return token, ""
+
+    def release_claim(self, session_id: str, token: str) -> None:
+        """Give the session up; does nothing when ``token`` no longer holds it.
+
+        Raises:
+            SessionNotFound: no session has that id.
+        """
+        with self._write() as conn:
+            deleted = conn.execute(
+                "DELETE FROM session_claims WHERE session_id = ? AND token = ?",
+                (session_id, token),
+            ).rowcount
+            if not deleted:  # the write lock is held: nobody claims meanwhile
+                require_session(conn, session_id)
+        self._after_commit(lambda: self._forget_token(session_id, token))

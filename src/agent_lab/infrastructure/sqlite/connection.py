@@ -153,6 +153,18 @@ class StoreCore:
         if row[0] != token:
             raise taken_over(session_id, None if row[0] is None else row[1:])
 
+    def _created_now(self, session_id: str) -> None:
+        """Note, for the rest of this ``atomic_writes()`` block, that it inserted the
+        session: rows that need one (a claim, batches) cannot exist for it yet."""
+        if self._grouped():
+            assert self._group is not None
+            self._group.created.add(session_id)
+
+    def _created_in_group(self, session_id: str) -> bool:
+        """Whether this ``atomic_writes()`` block inserted the session (``_created_now``)."""
+        group = self._group
+        return group is not None and self._grouped() and session_id in group.created
+
     @contextmanager
     def atomic_writes(self) -> Iterator[None]:
         """Commit every write this thread makes inside the block in one transaction.

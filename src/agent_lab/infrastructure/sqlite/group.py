@@ -15,5 +15,7 @@ class Group:
     after_commit: list[Callable[[], None]] = dataclasses.field(default_factory=list)
     writable: set[str] = dataclasses.field(default_factory=set)
     """Sessions ``writable()`` already checked in this transaction."""
+    created: set[str] = dataclasses.field(default_factory=set)
+    """Sessions this transaction inserted: nothing else of theirs can exist yet."""
     failed: bool = False
     """A write inside failed: the block rolls back whatever the caller does."""

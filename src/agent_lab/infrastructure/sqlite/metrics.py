@@ -17,9 +17,12 @@ from agent_lab.infrastructure.store_common.audits import AuditRecord, SharedMetr
 class MetricsRole(SqlCore, SharedMetrics):
     """The audit trail (large values stored once, see ``blobs``) and call metrics."""
 
-    def _insert_audits(self, session_id: str, records: list[AuditRecord]) -> int:
+    def _insert_audits(
+        self, session_id: str, records: list[AuditRecord], *, last_id: bool = True
+    ) -> int:
         cache = self._known_blobs.setdefault(session_id, BlobCache())
         packed, written, rows = pack_audits(cache, session_id, records)
+        last = 0
         with self._write() as conn:
             self.writable(conn, session_id)
             self._store_packed(conn, session_id, packed)
@@ -28,9 +31,14 @@ class MetricsRole(SqlCore, SharedMetrics):
                 " VALUES (?, ?, ?, ?, ?)",
                 rows,
             )
-            last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+            if last_id:
+                last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
         self._after_commit(lambda: cache.commit(packed, written))
         return int(last)
+
+    def append_audits(self, session_id: str, records: list[AuditRecord]) -> None:
+        """Append ``(turn_index, event, details)`` records in one transaction."""
+        self._insert_audits(session_id, records, last_id=False)
 
     def _unpack_all(
         self, conn: sqlite3.Connection, session_id: str, texts: list[str]

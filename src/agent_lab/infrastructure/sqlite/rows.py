@@ -122,11 +122,21 @@ def insert_messages(
 ) -> list[int]:
     if not rows:
         return []
+    now = now_iso()
+    if len(rows) == 1:  # the next seq found by the insert itself: one statement
+        found = conn.execute(
+            "INSERT INTO messages (session_id, seq, turn_index, role, content, name,"
+            " tool_call_id, tool_calls, created_at)"
+            " SELECT ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?"
+            " FROM messages WHERE session_id = ? RETURNING seq",
+            (session_id, turn_index, *rows[0], now, session_id),
+        ).fetchall()
+        touch(conn, session_id, now)
+        return [int(found[0][0])]
     last = conn.execute(
         "SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?", (session_id,)
     ).fetchone()[0]
     seqs = list(range(int(last) + 1, int(last) + 1 + len(rows)))
-    now = now_iso()
     conn.executemany(
         "INSERT INTO messages (session_id, seq, turn_index, role, content, name,"
         " tool_call_id, tool_calls, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -97,16 +97,16 @@ class SharedTranscript(BatchStatements):
         store_rows = self._rows()
         with self._write() as conn:
             self.writable(conn, session_id)
-            if store_rows.turn_exists(conn, session_id, turn_index):
-                raise UsageError(f"turn {turn_index} of session {session_id!r} already exists")
             now = now_iso()
-            conn.execute(
+            inserted = conn.execute(
                 self._sql(
                     "INSERT INTO turns (session_id, turn_index, status, user_message, started_at)"
-                    " VALUES (?, ?, 'running', ?, ?)"
+                    " VALUES (?, ?, 'running', ?, ?) ON CONFLICT DO NOTHING"
                 ),
                 (session_id, turn_index, user_message, now),
-            )
+            ).rowcount
+            if not inserted:
+                raise UsageError(f"turn {turn_index} of session {session_id!r} already exists")
             if rows:
                 store_rows.insert_messages(conn, session_id, turn_index, rows)  # touches it
             else:
