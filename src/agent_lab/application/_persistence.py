@@ -1,15 +1,11 @@
 """Durable writes of one session through the ``SessionStore`` port, off the event loop.
 
-Writes run one at a time, in the order the session makes them, in a worker thread;
-or, when the store offers ``write_now`` (the SQLite store with ``synchronous`` ``OFF``
-or ``NORMAL``), on the loop itself when the store can make the write without waiting
-for anything, and it is small (``NOW_CHARS``, ``NOW_RAW_BYTES``). A write the store declines
-(``NotNow``: nothing was written) goes to the worker thread as usual, so what waits,
-waits there, and every failure is classified there.
-Audits are buffered and flushed with the next durable write (and at turn end), so the
-trail costs no extra round trip; when the store's class offers ``atomic_writes()`` (the
-SQLite store does) the audits and the write they precede commit in one transaction.
-Any store failure surfaces as ``PersistenceFailed``.
+Writes run one at a time, in the order the session makes them: on the loop when the
+store offers ``write_now`` and can make a small write (``NOW_CHARS``,
+``NOW_RAW_BYTES``) without waiting, else (``NotNow``: nothing was written) in a worker
+thread, where what waits, waits, and every failure is classified. Audits are buffered
+and commit with the next durable write, in one transaction when the store's class
+offers ``atomic_writes()``. Any store failure surfaces as ``PersistenceFailed``.
 
 A session without a store gets a ``NullRecorder`` (``_recording``): the same calls,
 writing nothing, so the engine never asks whether a store is attached.
@@ -23,7 +19,6 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
@@ -34,11 +29,14 @@ from agent_lab.application._store_access import (
     NOW_CHARS,
     NOW_RAW_BYTES,
     Resumed,
+    StoredSession,
     chars_of,
     grouping,
     raw_bytes,
+    request_snapshot,
     writing_now,
 )
+from agent_lab.application._tasks import finish_even_if_cancelled
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.session_store import (
     CallMetric,
@@ -59,22 +57,6 @@ T = TypeVar("T")
 
 LEASE_SECONDS = 30.0
 _HOST = socket.gethostname()
-
-
-@dataclass(frozen=True)
-class StoredSession:
-    """What a reconnecting runtime reads back."""
-
-    session_id: str
-    records: list[dict[str, Any]]
-    next_turn_index: int
-    recovery: Recovery = Recovery()
-    """Interrupted batches whose effects the model has not been told about yet."""
-
-
-def request_snapshot(request: DebugRunRequest) -> dict[str, Any]:
-    """The session's config snapshot: the request without its turn-specific fields."""
-    return request.model_dump(mode="json", exclude={"user_message", "session_id"})
 
 
 class SessionRecorder:
@@ -104,10 +86,16 @@ class SessionRecorder:
         """The task to cancel when the claim is lost (``stop_on_loss``)."""
 
     async def _call(
-        self, function: Callable[..., T], *args: Any, chars: int = 0, **kwargs: Any
+        self,
+        function: Callable[..., T],
+        *args: Any,
+        chars: int = 0,
+        shielded: bool = False,
+        **kwargs: Any,
     ) -> T:
         """Buffered audits, then ``function(*args, **kwargs)``; ``chars`` is the size of
-        the messages it writes. On the loop when the store can, else in a worker thread."""
+        the messages it writes. On the loop when the store can, else in a worker thread
+        (``shielded``: a cancellation meanwhile lets that write finish first)."""
         small = self._small(chars)
         audits = self._take_audits()
         if self._now is not None and small:
@@ -115,7 +103,8 @@ class SessionRecorder:
                 return self._now.write_now(partial(self._grouped, audits, function, args, kwargs))
             except NotNow:
                 pass  # nothing was written: the usual way decides
-        return await asyncio.to_thread(self._write, audits, function, args, kwargs)
+        work = asyncio.to_thread(self._write, audits, function, args, kwargs)
+        return await (finish_even_if_cancelled(work) if shielded else work)
 
     def _grouped(
         self,
@@ -252,17 +241,15 @@ class SessionRecorder:
             self._schedule_renewal()
 
     def stop_on_loss(self, task: asyncio.Task[Any] | None) -> None:
-        """Cancel ``task`` when another runtime takes the session over (``lost_to``
-        then says how); ``None`` stops watching. No task waits for the loss."""
+        """Cancel ``task`` once the claim is lost (no task waits for the loss)."""
         self._serving = task
 
     @property
     def lost_to(self) -> PersistenceFailed | None:
-        """The error to end the session with, once the claim is lost."""
         return self._lost_to
 
     async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
-        """The turn and its user message, in one transaction."""
+        """The turn and its user message, in one transaction (finished if cancelled)."""
         await self._call(
             self.store.start_turn,
             self.session_id,
@@ -270,6 +257,7 @@ class SessionRecorder:
             user_message.content,
             messages=[user_message],
             chars=2 * len(user_message.content),
+            shielded=True,
         )
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
@@ -314,9 +302,10 @@ class SessionRecorder:
         await self._call(self.store.commit_batch, batch_id, messages, chars=chars_of(messages))
 
     async def abandon_batch(self, batch_id: str) -> None:
-        """Best effort: the journal keeps the batch as cancelled, never as succeeded."""
+        """Best effort (finished if cancelled): the journal keeps the batch as cancelled,
+        never as succeeded."""
         with contextlib.suppress(StoreError):
-            await self._call(self.store.abandon_batch, batch_id, "cancelled")
+            await self._call(self.store.abandon_batch, batch_id, "cancelled", shielded=True)
 
     async def unreported(self) -> Recovery:
         batches = await self._call(self.store.list_unreported_batches, self.session_id)
@@ -360,10 +349,29 @@ class SessionRecorder:
                 await self._call(lambda: None)
 
     async def close(self) -> None:
-        """Flush audits and give up the writer claim, in one trip to the worker thread."""
+        """Flush audits and give up the writer claim in one write, which finishes even
+        if the caller is cancelled meanwhile (on the loop it has nothing to wait for)."""
         if self._renewal is not None:
             self._renewal.cancel()
             self._renewal = None
+        token = self._claim_token
+        if self._heartbeat is not None or token is None:
+            await finish_even_if_cancelled(self._close_after_renewal())
+            return
+        self._claim_token = None
+        small = self._small(0)
+        audits = self._take_audits()
+        if self._now is not None and small:
+            release = (self.session_id, token)
+            with contextlib.suppress(NotNow):
+                self._now.write_now(
+                    partial(self._grouped, audits, self.store.release_claim, release, {})
+                )
+                return
+        await finish_even_if_cancelled(asyncio.to_thread(self._flush_and_release, audits, token))
+
+    async def _close_after_renewal(self) -> None:
+        """``close`` while a lease renewal is being written, or without a claim."""
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -373,15 +381,7 @@ class SessionRecorder:
         if token is None:
             await self.flush()
             return
-        small = self._small(0)
         audits = self._take_audits()
-        if self._now is not None and small:
-            with contextlib.suppress(NotNow):
-                work = partial(
-                    self._grouped, audits, self.store.release_claim, (self.session_id, token), {}
-                )
-                self._now.write_now(work)
-                return
         await asyncio.to_thread(self._flush_and_release, audits, token)
 
     def _flush_and_release(

@@ -22,7 +22,6 @@ from agent_lab.application._persistence import SessionRecorder
 from agent_lab.application._recording import NullRecorder, Recorder
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
-from agent_lab.application._tasks import durably
 from agent_lab.application._transcript import History, fold_title, persisted_call_ids
 from agent_lab.application._turn import EngineDeps, TurnEngine, as_user_message
 from agent_lab.application.contracts import DebugRunRequest
@@ -125,7 +124,7 @@ class SessionRunner:
         self.engine = None
         await self._stop_event_agent()
         self._services = None  # its event-agent link calls back into this runner too
-        await durably(session.recorder, session.recorder.close())
+        await session.recorder.close()
 
     async def _unless_taken_over(self, recorder: Recorder, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work``; when another runtime takes the session over meanwhile, stop it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -21,17 +21,3 @@ async def finish_even_if_cancelled(work: Coroutine[Any, Any, T]) -> T:
     except asyncio.CancelledError:
         await task
         raise
-
-
-class _Writer(Protocol):
-    @property
-    def persistent(self) -> bool: ...
-
-
-async def durably(recorder: _Writer, write: Coroutine[Any, Any, None]) -> None:
-    """``finish_even_if_cancelled`` for a recorder's write; a recorder without a store
-    never suspends, so its writes need no shielding task."""
-    if recorder.persistent:
-        await finish_even_if_cancelled(write)
-    else:
-        await write

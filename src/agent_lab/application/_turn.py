@@ -33,7 +33,6 @@ from agent_lab.application._modes import ToolMode, mode_for
 from agent_lab.application._policies import Finish, NextStep, PolicyDecision, RunAgain, Terminate
 from agent_lab.application._recovery import NO_RECOVERY
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
-from agent_lab.application._tasks import durably
 from agent_lab.application._transcript import chat_request_messages
 from agent_lab.application.contracts import MAX_EVENT_LOOPS
 from agent_lab.application.loop_lag import monitor_for
@@ -149,7 +148,7 @@ class TurnEngine:
             await self.deps.queues.output.put(_outputs.turn_started(turn.index))
         # Once turn_started is out, the turn must be on record even if it is cancelled
         # right away: the write finishes, and the cancellation then closes the turn.
-        await durably(session.recorder, session.recorder.start_turn(turn.index, user))
+        await session.recorder.start_turn(turn.index, user)
         session.history.append(user)
         self._deliver_recovery(turn)
 
@@ -167,7 +166,7 @@ class TurnEngine:
         turn.unfinished = list(turn.landed.values())  # for the turn's closing audit
         if batch_id is not None:
             recorder = self.session.recorder
-            await durably(recorder, recorder.abandon_batch(batch_id))
+            await recorder.abandon_batch(batch_id)
             self.session.lost_batch = True
 
     async def _run_round(self, turn: TurnState) -> NextStep:
