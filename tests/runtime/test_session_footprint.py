@@ -10,7 +10,7 @@ import gc
 import threading
 import tracemalloc
 import weakref
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,7 +23,7 @@ from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventA
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
-from agent_lab.domain.messages import ChatMessage
+from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.testing import InMemorySessionStore, ScriptedChatClient, text, text_event
 from tests.runtime.runtime_helpers import read_until
 
@@ -221,3 +221,64 @@ async def test_an_idle_session_keeps_renewing_its_claim_until_it_closes(
     assert store.get_session("s1") is not None
     claim = store.claim_session("s1", "another runtime")  # released at close: free now
     assert claim
+
+
+class _GatedClient:
+    """Streams one delta, then waits for ``gate`` before the rest: every session that
+    reached its first delta is a live, streaming session until the gate opens."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+
+    async def stream_chat(
+        self,
+        messages: list[ChatMessage],
+        tools: list[dict[str, Any]],
+        params: AgentParams,
+        tool_choice: dict[str, Any] | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        yield StreamItem.message_delta("Hello")
+        await self.gate.wait()
+        yield StreamItem.message_delta(" again.")
+
+
+LIVE_SESSIONS = 200
+TRACKED_PER_LIVE_SESSION = 75
+"""Objects the collector tracks per live streaming session (the default tools, one turn
+streaming, this test's client): 72 when this was written, 80 before the runner ran turns
+in its own task and the empty dual-mode offer was shared. A full collection walks every
+one of them: at 1,000 live sessions each one is 1,000 more to visit."""
+
+
+@pytest.mark.asyncio
+async def test_a_live_streaming_session_holds_few_objects_for_the_collector() -> None:
+    client = _GatedClient()
+    runtimes: list[DebugRuntime] = []
+    queues: list[RuntimeQueues] = []
+
+    async def start() -> None:
+        runtime = DebugRuntime(client)
+        io = runtime.start_session(_request())
+        await io.input.put("Tell me about bridges.")
+        await read_until(io, {"message_delta"})
+        runtimes.append(runtime)
+        queues.append(io)
+
+    await start()  # imports, caches and the shared request prefix made once
+    runtimes.clear()
+    queues.clear()
+    await asyncio.sleep(0)
+    gc.collect()
+    before = len(gc.get_objects())
+    for _ in range(LIVE_SESSIONS):
+        await start()
+    gc.collect()
+    per_session = (len(gc.get_objects()) - before) / LIVE_SESSIONS
+    client.gate.set()
+    for runtime, io in zip(runtimes, queues, strict=True):
+        await read_until(io, {"turn_completed"})
+        await io.input.put(None)
+        await read_until(io, {"done"})
+        await runtime.aclose()
+
+    assert per_session <= TRACKED_PER_LIVE_SESSION, f"{per_session:.1f} objects per session"

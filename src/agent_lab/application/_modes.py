@@ -10,7 +10,7 @@ never branches on the mode's name.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from agent_lab.application._batches import BatchRun, RoundContext, run_direct_batch, run_dual_batch
 from agent_lab.application._chat_round import Offer, StreamedRound
@@ -48,6 +48,11 @@ class ToolMode(Protocol):
         ...
 
 
+NO_EVENTS: Final = Offer(events=[], accepts=None)
+"""The offer of a dual-mode round with no events on offer, shared by every session
+(an ``Offer`` is frozen and its readers never change its lists)."""
+
+
 class DualMode:
     """Inline event blocks; a separate event agent fills in arguments and runs tools."""
 
@@ -56,7 +61,7 @@ class DualMode:
 
     def offer(self, registry: ToolRegistry, names: list[str]) -> Offer:
         if not names:
-            return Offer(events=[], accepts=None)
+            return NO_EVENTS
         return Offer(
             events=names,
             accepts=self.accepts,

@@ -74,7 +74,8 @@ class SessionRunner:
         self.auditor = Auditor(clock, queues.output)
         self._services: EventServices | None = None
         self._event_agent_task: asyncio.Task[None] | None = None
-        self._turn_task: asyncio.Task[TurnOutcome] | None = None
+        self._turn_task: asyncio.Task[Any] | None = None  # this runner's, during a turn
+        self._turn_cancels = 0  # its cancellations asked for by cancel_turn or the limit
         self._turn_expired = False
         self.engine: TurnEngine | None = None
 
@@ -150,9 +151,13 @@ class SessionRunner:
 
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress, if any; the session goes on."""
-        if self._turn_task is None or self._turn_task.done():
+        task = self._turn_task
+        if task is None:
             return False
-        self._turn_task.cancel()
+        if asyncio.current_task() is task:  # from inside the turn: cancel it between steps,
+            task.get_loop().call_soon(self._cancel_turn_task)  # so it lands inside the turn
+            return True
+        self._cancel_turn_task()
         return True
 
     async def _open(self) -> SessionState | None:
@@ -272,20 +277,21 @@ class SessionRunner:
         await self.queues.output.put(message)
 
     async def _run_turn(self, turn: TurnState, user: ChatMessage) -> TurnOutcome:
+        """The turn, in this task: ``cancel_turn`` and the time limit cancel the task and
+        are taken back here (``uncancel``); any other cancellation ends the session."""
         assert self.engine is not None
         limit = self.engine.deps.limits.max_seconds
         loop = asyncio.get_running_loop()
-        self._turn_task = asyncio.create_task(self.engine.run_turn(turn, user))
-        self._turn_expired = False
-        # The wall-time limit cancels the turn's task, as cancel_turn does: one timer,
-        # no timeout context per turn.
+        task = asyncio.current_task()
+        assert task is not None
+        self._turn_task, self._turn_cancels, self._turn_expired = task, 0, False
+        # One timer, no timeout context per turn.
         timer = loop.call_at(loop.time() + limit, self._expire_turn, context=_TIMER_CONTEXT)
         try:
-            outcome = await self._turn_task
+            outcome = await self.engine.run_turn(turn, user)
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise
+            if self._take_back_turn_cancels(task):
+                raise  # the session itself is being cancelled
             await self._stop_event_agent()  # its batch died with the turn
             if self._turn_expired:
                 return TurnOutcome("failed", TurnLimitExceeded("wall_time", f"{limit:g} s limit"))
@@ -293,14 +299,29 @@ class SessionRunner:
         finally:
             timer.cancel()
             self._turn_task = None
+            self._take_back_turn_cancels(task)  # asked for, but the turn ended first
         if outcome.status == "failed":
             await self._stop_event_agent()  # a batch it may still run died with the turn
         return outcome
 
+    def _take_back_turn_cancels(self, task: asyncio.Task[Any]) -> bool:
+        """Undo the turn's own cancellations of ``task``; whether others remain."""
+        while self._turn_cancels:
+            self._turn_cancels -= 1
+            task.uncancel()
+        return task.cancelling() > 0
+
     def _expire_turn(self) -> None:
-        task = self._turn_task
-        if task is not None and not task.done():
+        if self._turn_task is not None:
             self._turn_expired = True
+            self._cancel_turn_task()
+
+    def _cancel_turn_task(self) -> None:
+        """Cancel the turn in progress (a loop callback or another task: never from
+        inside this task's own step, so the cancellation lands inside the turn)."""
+        task = self._turn_task
+        if task is not None:
+            self._turn_cancels += 1
             task.cancel()
 
     async def _close_turn(self, turn: TurnState, outcome: TurnOutcome, ended: float) -> TurnOutcome:
