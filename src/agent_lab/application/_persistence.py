@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from agent_lab.application._audit_details import kept_failure_message
-from agent_lab.application._recording import BatchIntent
+from agent_lab.application._recording import FinishedTurn
 from agent_lab.application._recovery import Recovery, recovery_from_batches
 from agent_lab.application._store_access import (
     NOW_CHARS,
@@ -41,13 +41,12 @@ from agent_lab.application._store_access import (
 )
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.session_store import (
-    CallMetric,
+    BatchIntent,
     CallStatus,
     NotNow,
     SessionStore,
 )
 from agent_lab.domain.errors import (
-    AgentLabError,
     PersistenceFailed,
     SessionBusy,
     StoreError,
@@ -276,17 +275,11 @@ class SessionRecorder:
                 chars=chars_of(messages),
             )
 
-    async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str:
+    async def begin_batch(self, batch: BatchIntent) -> str:
         return await self._call(
-            self.store.begin_batch,
+            self.store.open_batch,
             self.session_id,
-            turn_index,
-            round_index,
-            scope=batch.scope,
-            mode=batch.mode,
-            events=batch.events,
-            assistant=batch.assistant,
-            visible=batch.visible,
+            batch,
             chars=chars_of(batch.visible)
             + (len(batch.assistant.content) if batch.assistant else 0),
         )
@@ -316,31 +309,22 @@ class SessionRecorder:
         batches = await self._call(self.store.list_unreported_batches, self.session_id)
         return recovery_from_batches(batches)
 
-    async def finish_turn(
-        self,
-        turn_index: int,
-        metrics: list[CallMetric],
-        *,
-        status: str,
-        wall_time_ms: int,
-        round_count: int,
-        failure: AgentLabError | None = None,
-        recovered: tuple[str, ...] = (),
-    ) -> None:
+    async def finish_turn(self, turn: FinishedTurn) -> None:
         """Write the turn's metrics and close it, in one trip to the store; a failed or
         cancelled turn keeps its ``failure`` (reason and message) with it."""
+        failure = turn.failure
 
         def write() -> None:
-            if recovered:
-                self.store.mark_reported(list(recovered), turn_index)
-            if metrics:
-                self.store.append_usages(self.session_id, metrics)
+            if turn.recovered:
+                self.store.mark_reported(list(turn.recovered), turn.index)
+            if turn.metrics:
+                self.store.append_usages(self.session_id, turn.metrics)
             self.store.complete_turn(
                 self.session_id,
-                turn_index,
-                status=status,
-                wall_time_ms=wall_time_ms,
-                round_count=round_count,
+                turn.index,
+                status=turn.status,
+                wall_time_ms=turn.wall_time_ms,
+                round_count=turn.round_count,
                 failure_reason=failure.failure_reason if failure is not None else None,
                 failure_message=kept_failure_message(failure) if failure is not None else None,
             )

@@ -19,7 +19,7 @@ from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import EventAgentLink, EventServices
 from agent_lab.application._modes import mode_for
 from agent_lab.application._persistence import SessionRecorder
-from agent_lab.application._recording import NullRecorder, Recorder
+from agent_lab.application._recording import FinishedTurn, NullRecorder, Recorder
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import durably
@@ -309,13 +309,15 @@ class SessionRunner:
             session.unacknowledged = turn.recovered
         try:
             await recorder.finish_turn(
-                turn.index,
-                turn.metrics,
-                status=outcome.status,
-                wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
-                round_count=turn.round_index,
-                failure=outcome.failure,
-                recovered=recovered,
+                FinishedTurn(
+                    turn.index,
+                    turn.metrics,
+                    status=outcome.status,
+                    wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
+                    round_count=turn.round_index,
+                    failure=outcome.failure,
+                    recovered=recovered,
+                )
             )
         except PersistenceFailed as exc:
             if outcome.failure is None:
