@@ -12,6 +12,7 @@ import contextvars
 import logging
 import uuid
 from collections.abc import Coroutine
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from agent_lab.application import _audit_details, _outputs
@@ -49,35 +50,28 @@ _TIMER_CONTEXT = contextvars.Context()
 instead of a copy of the session's for every turn."""
 
 
+@dataclass(eq=False)
 class SessionRunner:
     """Owns one session: its engine, its event agent task, and its recorder."""
 
-    def __init__(
-        self,
-        request: DebugRunRequest,
-        *,
-        client: ChatClient,
-        registry: ToolRegistry,
-        queues: RuntimeQueues,
-        clock: Clock,
-        store: SessionStore | None,
-        one_shot: bool,
-        claim_wait_seconds: float = 0.0,
-    ) -> None:
-        self.request = request
-        self.client = client
-        self.registry = registry
-        self.queues = queues
-        self.clock = clock
-        self.store = store
-        self.one_shot = one_shot
-        self.claim_wait_seconds = claim_wait_seconds
-        self.auditor = Auditor(clock, queues.output)
-        self._services: EventServices | None = None
-        self._event_agent_task: asyncio.Task[None] | None = None
-        self._turn_task: asyncio.Task[TurnOutcome] | None = None
-        self._turn_expired = False
-        self.engine: TurnEngine | None = None
+    request: DebugRunRequest
+    _: KW_ONLY
+    client: ChatClient
+    registry: ToolRegistry
+    queues: RuntimeQueues
+    clock: Clock
+    store: SessionStore | None
+    one_shot: bool
+    claim_wait_seconds: float = 0.0
+    auditor: Auditor = field(init=False)
+    engine: TurnEngine | None = field(default=None, init=False)
+    _services: EventServices | None = field(default=None, init=False)
+    _event_agent_task: asyncio.Task[None] | None = field(default=None, init=False)
+    _turn_task: asyncio.Task[TurnOutcome] | None = field(default=None, init=False)
+    _turn_expired: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.auditor = Auditor(self.clock, self.queues.output)
 
     async def run(self) -> None:
         lag = monitor_for()
