@@ -24,18 +24,16 @@ from agent_lab.interfaces.cli.common import (
     notice,
     on_interrupt,
     open_lab,
-    print_error,
+    report_failure,
     require_session,
     run_async,
-    run_failure,
     stdout_console,
 )
 from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, TURN_FLAGS, lab_flags
 from agent_lab.interfaces.cli.options import AuditLinesOption
 from agent_lab.interfaces.cli.render import ConversationRenderer
-from agent_lab.interfaces.cli.run import build_request
-from agent_lab.interfaces.cli.session_show import turn_cost_note
+from agent_lab.interfaces.cli.run import build_request, print_turn_cost
 
 if TYPE_CHECKING:
     from agent_lab.interfaces.lab import Lab
@@ -165,23 +163,16 @@ class ChatLoop:
 
     async def _cost(self, end: TurnEnd) -> None:
         """The turn's cost (per role), once it is stored."""
-        session_id, store = self.driver.session_id, self.lab.store
-        if session_id is None or store is None or end.turn_index is None:
-            return
-        note = await asyncio.to_thread(
-            turn_cost_note, store, session_id, self.lab.prices, end.turn_index
-        )
-        if note:
-            self.renderer.note(note)
+        if end.turn_index is not None:
+            await print_turn_cost(self.lab, self.renderer, self.driver.session_id, end.turn_index)
 
     def _report(self, end: TurnEnd) -> int | None:
         """Show how a turn ended; an exit code when the session cannot go on."""
         if end.status == "cancelled":
             self.renderer.note("turn cancelled", "yellow")
         elif end.status == "failed":
-            code, line = run_failure(end.error or {"type": "error", "message": "the turn failed"})
             self.renderer.end_line()
-            print_error(line)
+            code = report_failure(end.error or {"type": "error", "message": "the turn failed"})
             self._failed = True
             if code == EXIT_USAGE or end.session_over:
                 return code

@@ -20,10 +20,9 @@ from agent_lab.interfaces.cli.common import (
     notice,
     on_interrupt,
     open_lab,
-    print_error,
+    report_failure,
     require_session,
     run_async,
-    run_failure,
     stdout_console,
 )
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, TURN_FLAGS, lab_flags
@@ -147,21 +146,20 @@ async def _run(
         last = await stream_turn(lab.runtime(), request, sink)
         if isinstance(sink, ConversationRenderer):
             sink.end_line()
-            await _print_cost(lab, sink)
-    if last["type"] == "done":
-        return EXIT_OK
-    code, line = run_failure(last)
-    print_error(line)
-    return code
+            await print_turn_cost(lab, sink, sink.session_id)
+    return EXIT_OK if last["type"] == "done" else report_failure(last)
 
 
-async def _print_cost(lab: Lab, sink: ConversationRenderer) -> None:
-    """The turn's cost (per role) under its conversation."""
-    if sink.session_id is None or lab.store is None:
+async def print_turn_cost(
+    lab: Lab, renderer: ConversationRenderer, session_id: str | None, turn_index: int | None = None
+) -> None:
+    """A stored turn's cost (per role) under its conversation; the session's last turn
+    by default. Nothing without a session or a store, or when the turn made no call."""
+    if session_id is None or lab.store is None:
         return
-    note = await asyncio.to_thread(turn_cost_note, lab.store, sink.session_id, lab.prices)
+    note = await asyncio.to_thread(turn_cost_note, lab.store, session_id, lab.prices, turn_index)
     if note:
-        sink.note(note)
+        renderer.note(note)
 
 
 def build_request(
