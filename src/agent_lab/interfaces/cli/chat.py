@@ -25,7 +25,6 @@ from agent_lab.interfaces.cli.common import (
     on_interrupt,
     open_lab,
     report_failure,
-    require_session,
     run_async,
     stdout_console,
 )
@@ -33,9 +32,10 @@ from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, TURN_FLAGS, lab_flags
 from agent_lab.interfaces.cli.options import AuditLinesOption
 from agent_lab.interfaces.cli.render import ConversationRenderer
-from agent_lab.interfaces.cli.run import build_request, print_turn_cost
+from agent_lab.interfaces.cli.run import print_turn_cost, resolve_session
 
 if TYPE_CHECKING:
+    from agent_lab.application.contracts import ToolInvocationMode
     from agent_lab.interfaces.lab import Lab
 
 CHAT_HELP = """Chat with the agent, one turn per line, until EOF or /exit.
@@ -73,14 +73,13 @@ def chat(
 
 async def _chat(options: LabOptions, session_id: str | None, *, audit: bool) -> int:
     async with open_lab(options.settings()) as lab:
-        if session_id is not None:
-            require_session(lab, session_id)
+        session_id, mode = resolve_session(lab, options, session_id)
         renderer = ConversationRenderer(stdout_console(), show_audits=audit)
         reader = LineReader(sys.stdin)
         notice(renderer.console, lab.endpoint_description)
         if reader.interactive:
             notice(renderer.console, "one turn per line; /exit or Ctrl-D quits, Ctrl-C cancels")
-        loop = ChatLoop(lab, options, session_id, renderer, reader)
+        loop = ChatLoop(lab, session_id, mode, renderer, reader)
         with on_interrupt(loop.interrupt):
             try:
                 return await loop.run()
@@ -126,8 +125,9 @@ class ChatLoop:
     """Reads a line, runs it as a turn, shows how it ended, repeats."""
 
     lab: Lab
-    options: LabOptions
     session_id: str | None
+    """The session to continue (``None``: the first turn starts a new one)."""
+    mode: ToolInvocationMode | None
     renderer: ConversationRenderer
     reader: LineReader
     driver: SessionDriver = field(init=False)
@@ -149,7 +149,7 @@ class ChatLoop:
         line = await self._read()
         if line is None:
             return EXIT_OK
-        request = build_request(self.lab, self.options, line, self.session_id)
+        request = self.lab.request(line, session_id=self.session_id, mode=self.mode)
         end = await self.driver.first_turn(request)
         while True:
             code = self._report(end)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.protocol import DoneMessage, ErrorMessage
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.interfaces.cli.common import (
@@ -166,12 +166,26 @@ def build_request(
     lab: Lab, options: LabOptions, message: str, session_id: str | None
 ) -> DebugRunRequest:
     """The request of a turn; a resumed session keeps its mode unless --mode is given."""
+    session_id, mode = resolve_session(lab, options, session_id)
+    return lab.request(message, session_id=session_id, mode=mode)
+
+
+def resolve_session(
+    lab: Lab, options: LabOptions, session_id: str | None
+) -> tuple[str | None, ToolInvocationMode | None]:
+    """The full id of the session to continue (given by its id or a unique prefix;
+    ``None`` starts a new one) and the mode of its turns: --mode, else the session's.
+
+    Raises:
+        CommandFailed: no such session, or an ambiguous prefix.
+        ConfigError: not a known mode.
+    """
     mode = options.mode
     if session_id is not None:
         session = require_session(lab, session_id)
         session_id = str(session["id"])
         mode = mode or session.get("mode")
-    return lab.request(message, session_id=session_id, mode=as_mode(mode))
+    return session_id, as_mode(mode)
 
 
 async def stream_turn(
