@@ -50,7 +50,7 @@ _TIMER_CONTEXT = contextvars.Context()
 instead of a copy of the session's for every turn."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class SessionRunner:
     """Owns one session: its engine, its event agent task, and its recorder."""
 
