@@ -12,11 +12,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, Final
 
-from agent_lab.application._recovery import Recovery
-from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.session_store import SessionStore, WritesNow
 from agent_lab.domain.json_values import JsonTextList
 from agent_lab.domain.messages import ChatMessage
@@ -70,19 +67,3 @@ def raw_bytes(details: dict[str, Any]) -> int:
 
 def _texts_size(value: object) -> int:
     return sum(map(len, value.texts)) if isinstance(value, JsonTextList) else 0
-
-
-@dataclass(frozen=True)
-class StoredSession:
-    """What a reconnecting runtime reads back."""
-
-    session_id: str
-    records: list[dict[str, Any]]
-    next_turn_index: int
-    recovery: Recovery = Recovery()
-    """Interrupted batches whose effects the model has not been told about yet."""
-
-
-def request_snapshot(request: DebugRunRequest) -> dict[str, Any]:
-    """The session's config snapshot: the request without its turn-specific fields."""
-    return request.model_dump(mode="json", exclude={"user_message", "session_id"})
