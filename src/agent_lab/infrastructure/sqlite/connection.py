@@ -33,7 +33,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -215,19 +215,15 @@ class StoreCore:
         else:
             action()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
         group = self._group
         if group is not None and group.thread == threading.get_ident():
-            # One write inside an ``atomic_writes()`` block: a failure dooms the block.
-            # (Inline rather than nested context managers: this runs once per call.)
-            try:
-                yield self._connection()
-            except BaseException as exc:
-                group.failed = True
-                self._fail(exc)
-                raise
-            return
+            return _GroupedWrite(self, group)  # every write of a ``write_now`` comes here
+        return self._transaction()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write in a transaction of its own."""
         with self._lock, self._mapped():
             conn = self._connection()
             self._begin_immediate(conn)
@@ -363,6 +359,24 @@ class StoreCore:
             old.close()
         self._conn = open_connection(self._path, self._options)
         self._patient = True
+
+
+class _GroupedWrite:
+    """One write inside an ``atomic_writes()`` block (or a ``write_now``): a failure
+    dooms the block. A plain class, not a generator: it runs once per store call."""
+
+    __slots__ = ("_group", "_store")
+
+    def __init__(self, store: StoreCore, group: Group) -> None:
+        self._store, self._group = store, group
+
+    def __enter__(self) -> sqlite3.Connection:
+        return self._store._connection()
+
+    def __exit__(self, kind: object, exc: BaseException | None, trace: object) -> None:
+        if exc is not None:
+            self._group.failed = True
+            self._store._fail(exc)  # raises the mapped failure, or returns: ``exc`` goes on
 
 
 def _identity(path: Path) -> tuple[int, int]:
