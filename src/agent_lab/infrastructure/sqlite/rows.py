@@ -17,6 +17,8 @@ from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite.records import dumps, now_iso, session_title
 
 METRIC_FIELDS: Final = tuple(CallMetric.model_fields)
+RETURNING: Final = sqlite3.sqlite_version_info >= (3, 35, 0)
+"""The linked SQLite knows ``RETURNING`` (older ones take one statement more)."""
 MESSAGE_COLUMNS: Final = (
     "seq, turn_index, role, content, name, tool_call_id, tool_calls, created_at"
 )
@@ -123,7 +125,7 @@ def insert_messages(
     if not rows:
         return []
     now = now_iso()
-    if len(rows) == 1:  # the next seq found by the insert itself: one statement
+    if len(rows) == 1 and RETURNING:  # the next seq found by the insert itself
         found = conn.execute(
             "INSERT INTO messages (session_id, seq, turn_index, role, content, name,"
             " tool_call_id, tool_calls, created_at)"
