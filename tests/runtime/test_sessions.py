@@ -290,3 +290,46 @@ async def test_a_session_started_without_a_message_times_its_first_turn_from_the
     elapsed = [m["details"]["turn_elapsed_ms"] for m in outputs if m["type"] == "audit"]
     assert elapsed and max(elapsed) == 0
     assert outputs[-1] == {"type": "turn_completed", "turn_index": 1, "round_count": 1}
+
+
+class _SelfCancellingClient:
+    """Its first stream asks the runtime to cancel the turn from inside the turn (the
+    session's own task), then waits for ever; later streams answer."""
+
+    def __init__(self) -> None:
+        self.runtime: DebugRuntime | None = None
+        self.asked: list[bool] = []
+
+    async def stream_chat(
+        self,
+        messages: list[ChatMessage],
+        tools: list[dict[str, Any]],
+        params: AgentParams,
+        tool_choice: dict[str, Any] | None = None,
+    ) -> AsyncGenerator[StreamItem, None]:
+        yield StreamItem.message_delta("Let me")
+        if not self.asked:
+            assert self.runtime is not None
+            self.asked.append(self.runtime.cancel_turn())
+            await asyncio.Event().wait()
+        yield StreamItem.message_delta(" answer.")
+
+
+@pytest.mark.asyncio
+async def test_cancel_turn_from_inside_the_turn_cancels_it_and_the_session_continues() -> None:
+    client = _SelfCancellingClient()
+    runtime = client.runtime = DebugRuntime(client)
+    queues = runtime.start_session(DebugRunRequest(chat_agent=AgentParams(model="m")))
+    await queues.input.put("First")
+    cancelled = await asyncio.wait_for(read_until(queues, {"error", "turn_completed"}), 5)
+    await queues.input.put("Second")
+    after = await read_until(queues, {"error", "turn_completed"})
+    await runtime.aclose()
+
+    assert client.asked == [True]
+    assert cancelled[-1]["type"] == "error"
+    assert cancelled[-1]["failure_reason"] == "cancelled"
+    assert after[-1]["type"] == "turn_completed"
+    assert "".join(m["content"] for m in after if m["type"] == "message_delta") == (
+        "Let me answer."
+    )
