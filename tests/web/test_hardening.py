@@ -214,7 +214,8 @@ def start_with(lab: Lab, **changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
-        ({"system_prompts": ["x" * 10_000_000]}, "message"),
+        ({"system_prompts": ["x" * 10_000_000]}, "request.system_prompts.0"),
+        ({"padding": "x" * 2_000_000}, "message"),
         ({"system_prompts": ["x" * 60_000]}, "request.system_prompts.0"),
         ({"system_prompts": ["x"] * 21}, "request.system_prompts"),
         ({"user_message": "x" * 100_001}, "request.user_message"),
@@ -394,8 +395,8 @@ def test_a_tab_is_told_when_its_session_is_deleted(settings: LabSettings) -> Non
     assert gone.status_code == 404  # not silently re-created as turn 1
 
 
-def test_serve_caps_websocket_frames_at_the_message_limit() -> None:
+def test_serve_reads_websocket_frames_up_to_the_web_frame_limit() -> None:
     from agent_lab.interfaces.cli import serve
     from agent_lab.interfaces.web import limits
 
-    assert serve.MAX_MESSAGE_CHARS == limits.MAX_MESSAGE_CHARS
+    assert serve.MAX_FRAME_BYTES == limits.MAX_FRAME_BYTES

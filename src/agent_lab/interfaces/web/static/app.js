@@ -150,7 +150,7 @@ function connectSession(sessionId, firstMessage = "") {
     startCommand,
     onMessage: handleMessage,
     onControl: handleControl,
-    onState: (phase) => setPhase(phase),
+    onState: (phase) => (phase === "too-large" ? tooLarge() : setPhase(phase)),
   });
   state.socket.open(firstMessage);
 }
@@ -200,6 +200,16 @@ function sendTurn() {
     queued.add(text);
   }
   input.value = "";
+}
+
+// The server closed the socket on a message over its frame limit: say so, keep the
+// typed message, and let the next Send open a fresh connection.
+function tooLarge() {
+  state.socket = null;
+  const text = "The request is too large for the server: shorten the system prompts or pre-messages";
+  if (!showFieldError("message", text)) toast(text, "error");
+  restoreComposer(state.lastSent);
+  setPhase("rejected");
 }
 
 function restoreComposer(text) {
