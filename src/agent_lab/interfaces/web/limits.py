@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import orjson
 from pydantic import ValidationError
@@ -58,7 +59,7 @@ def _oversized_field(text: str) -> LimitExceeded | None:
     """The first field over its limit in an over-long ``start`` message, if any."""
     try:
         message = orjson.loads(text)
-        fields = message["request"] if message.get("type") == "start" else None
+        fields: dict[str, Any] = message["request"] if message.get("type") == "start" else {}
         request = DebugRunRequest.model_validate({**fields, "session_id": "size-check"})
     except (orjson.JSONDecodeError, ValidationError, AttributeError, KeyError, TypeError):
         return None

@@ -283,7 +283,7 @@ class Connection:
     async def _read_history(self, before_turn: int | None) -> dict[str, Any] | None:
         store = self.state.store()
         try:
-            return await asyncio.to_thread(
+            record = await asyncio.to_thread(
                 records.session_record,
                 store,
                 self.session_id,
@@ -292,6 +292,8 @@ class Connection:
             )
         except SessionNotFound:
             return None
+        record["calls"] = self.state.hub.cold_starts.flag(self.session_id, record["calls"])
+        return record
 
     def _attached(self, *, live: bool, resumed: bool = False) -> dict[str, Any]:
         current = self.live
