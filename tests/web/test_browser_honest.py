@@ -114,7 +114,8 @@ def test_the_lab_works_on_a_phone(browser: Browser, lab: ServedLab, shots: Path)
         inside_viewport(page, f".tab[data-view={view}]")
     composer = inside_viewport(page, "#composer-input")
     assert composer["width"] >= 300 and composer["y"] + composer["height"] <= PHONE["height"]
-    inside_viewport(page, "#new-session")
+    for action in ("#new-session", "#end-session", "#explain-turns", "#send", "#cancel-turn"):
+        inside_viewport(page, action)
     send(page, "Search for sqlite wal and set the volume to 20")
     wait_turn_done(page, 2)
     no_horizontal_overflow(page)
@@ -135,8 +136,8 @@ def test_the_lab_works_on_a_phone(browser: Browser, lab: ServedLab, shots: Path)
     page.click(".tab[data-view=sessions]")
     expect(page.locator("#sessions-body tr")).not_to_have_count(0)
     no_horizontal_overflow(page)
-    inside_viewport(page, "#sessions-body tr >> text=Open")
-    inside_viewport(page, "#sessions-body tr >> text=Delete")
+    for action in ("Open", "JSON", "JSONL", "Delete"):
+        inside_viewport(page, f"#sessions-body tr button >> text='{action}'")
     page.screenshot(path=str(shots / "sessions-phone.png"))
 
     page.click(".tab[data-view=compare]")
@@ -256,9 +257,18 @@ def test_the_timeline_is_readable_and_shows_the_call(page: Page) -> None:
         assert box is not None and box["width"] >= 9.5
         assert bar.get_attribute("aria-label")
     label = page.locator(".wf-rows .wf-label", has_text="device.volume.adjust")
+    cut = "el => el.scrollWidth > el.clientWidth + 1"
+    page.set_viewport_size(PHONE)  # narrow enough that the label is cut at rest
+    assert label.evaluate(cut)
+    label.hover()
+    assert not label.evaluate(cut)  # the full label on hover
+    page.mouse.move(0, 0)
+    assert label.evaluate(cut)
     label.focus()
-    assert label.evaluate("el => el.scrollWidth <= el.clientWidth + 1")  # the full label
+    assert not label.evaluate(cut)  # and on keyboard focus
+    assert label.get_attribute("tabindex") == "0"
     assert label.get_attribute("title") == "device.volume.adjust"
+    page.set_viewport_size(VIEWPORT)
     legend = page.locator(".wf-markers-legend")
     expect(legend).to_contain_text("turn started")
     expect(legend).to_contain_text("turn completed")
@@ -338,6 +348,8 @@ def test_a_missing_token_is_asked_for_once(browser: Browser, locked_lab: ServedL
         dialog.dismiss()
 
     page.on("dialog", dismiss)
+    sockets: list[str] = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
     count_dialogs(page)
     page.goto(locked_lab.base_url + "/")
     dialog = page.locator("#token-dialog")
@@ -357,6 +369,7 @@ def test_a_missing_token_is_asked_for_once(browser: Browser, locked_lab: ServedL
     wait_turn_done(page, 1)
     assert page.evaluate("window.__asked") == 2 and prompts == []  # no window.prompt at all
     assert "unreachable" not in endpoint.inner_text()
+    assert sockets and all("token" not in url for url in sockets)  # it rides in a header
     context.close()
 
 
