@@ -314,6 +314,10 @@ def test_queued_messages_budget_and_live_figures_are_shown(
     expect(page.locator("#drop-queued")).to_be_hidden()
     budget = page.locator(".notice", has_text="Event budget used up")
     expect(budget).to_have_count(1, timeout=20_000)
+    # Round 2 waits ~900 ms for its first token: the header shows round 1's live figures.
+    expect(usage).to_contain_text("tokens so far")
+    expect(usage).to_contain_text("TTFT")
+    assert "wall 0 ms" not in usage.inner_text()
     wait_turn_done(page, 2)
     expect(page.locator(".msg.user")).to_have_count(1)  # the dropped ones never ran
     expect(usage).to_contain_text("1 turn")

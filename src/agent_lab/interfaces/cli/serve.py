@@ -244,6 +244,8 @@ async def _serve_on(
 ) -> int:
     import uvicorn
 
+    from agent_lab.interfaces.web.masking import Masker
+
     async with open_lab(options.settings()) as lab:
         app = create_app(lab, token=binding.token, options=binding.options)
         # Messages up to MAX_FRAME_BYTES are read, so one over the lab's own limits is
@@ -256,7 +258,7 @@ async def _serve_on(
         # collector's full passes, which otherwise stall every live session (bench 4).
         gc.collect()
         gc.freeze()
-        typer.echo(lab.endpoint_description)
+        typer.echo(Masker().text(lab.endpoint_description))  # no URL credentials
         if binding.generated:
             typer.echo(f"access token (shown once): {binding.token}")
         typer.echo(f"web lab on {binding.url(sock.getsockname()[1])}  (Ctrl-C to stop)")
