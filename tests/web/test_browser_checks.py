@@ -21,6 +21,7 @@ from agent_lab.application.pricing import Price
 from agent_lab.interfaces.settings import SIMULATED_MODEL
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
 from tests.web.test_browser import CHROMIUM_ARGS, VIEWPORT, browser, send, wait_turn_done
+from tests.web.test_browser_honest import PHONE
 from tests.web.test_hardening import chat_reply, frames_until, lab_of, of_type
 from tests.web.web_support import ServedLab, lab_settings, served, start_message
 
@@ -147,12 +148,13 @@ def test_keys_and_url_credentials_never_show_in_the_page(browser: Browser, lab_h
         page.fill("#api-key", SECRET)
         send(page, "Set the volume to 20")
         expect(page.locator(".msg.error")).to_contain_text("bad key ***")
+        shown = [page.inner_text("body")]
         page.click("#new-session")
         page.fill("#base-url", credentials)
         page.fill("#api-key", "")
         send(page, "Set the volume to 30")
         expect(page.locator(".msg.error")).to_have_count(1, timeout=20_000)
-        shown = [page.inner_text("body")]
+        shown.append(page.inner_text("body"))
         page.click(".tab[data-view=sessions]")
         expect(page.locator("#sessions-body tr")).to_have_count(2)
         page.locator("#sessions-body tr button", has_text="Open").first.click()
@@ -179,4 +181,23 @@ def test_a_cancelled_session_is_named_so_in_the_list(browser: Browser, lab_home:
         expect(row.locator(".status")).to_have_text("cancelled")
         page.select_option("#sessions-filter", "failed")  # "failed or cancelled"
         expect(page.locator("#sessions-body tr .status")).to_have_text(["cancelled"])
+        page.context.close()
+
+
+@pytest.mark.browser
+def test_a_start_error_is_brought_into_view_on_a_phone(browser: Browser, lab_home: Path) -> None:
+    with served(lab_settings(lab_home)) as srv:
+        page = browser.new_context(viewport=PHONE).new_page()
+        page.goto(srv.base_url + "/")
+        expect(page.locator("#tool-list input")).not_to_have_count(0)
+        page.fill("#chat-temperature", "7")
+        page.evaluate("window.scrollTo(0, 0)")  # back at the conversation, above the settings
+        send(page, "Set the volume to 25")
+        error = page.locator("#chat-temperature-error")
+        expect(error).to_have_text("temperature: Input should be less than or equal to 2")
+        box = error.bounding_box()
+        assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= PHONE["height"]
+        assert box["x"] + box["width"] <= PHONE["width"]
+        expect(page.locator("#chat-temperature")).to_be_focused()
+        expect(page.locator("#composer-input")).to_have_value("Set the volume to 25")
         page.context.close()
