@@ -201,3 +201,26 @@ def test_a_start_error_is_brought_into_view_on_a_phone(browser: Browser, lab_hom
         expect(page.locator("#chat-temperature")).to_be_focused()
         expect(page.locator("#composer-input")).to_have_value("Set the volume to 25")
         page.context.close()
+
+
+@pytest.mark.browser
+def test_a_tab_back_after_its_session_was_deleted_is_told_so(
+    browser: Browser, lab_home: Path
+) -> None:
+    with served(lab_settings(lab_home)) as srv:
+        page = open_page(browser, srv)
+        send(page, "Set the volume to 15")
+        wait_turn_done(page, 1)
+        page.click("#end-session")
+        expect(page.locator("#status")).to_have_text("ended")
+        session_id = page.evaluate("sessionStorage.getItem('agentlab.session')")
+        page.goto("about:blank")  # the tab is away (closed socket) while another deletes
+        assert httpx.delete(f"{srv.base_url}/api/sessions/{session_id}").status_code == 204
+        page.goto(srv.base_url + "/")
+        expect(page.locator(".notice", has_text="was deleted")).to_have_count(1)
+        expect(page.locator("#status")).to_have_text("deleted")
+        send(page, "Are you still there?")
+        expect(page.locator("#toast")).to_contain_text("deleted")
+        listed = httpx.get(f"{srv.base_url}/api/sessions").json()["sessions"]
+        assert listed == []  # not re-created as turn 1
+        page.context.close()

@@ -395,6 +395,32 @@ def test_a_tab_is_told_when_its_session_is_deleted(settings: LabSettings) -> Non
     assert gone.status_code == 404  # not silently re-created as turn 1
 
 
+def test_a_tab_opening_a_deleted_session_is_told_so(settings: LabSettings) -> None:
+    with served(settings) as srv:
+        url = srv.ws_url + "/ws/sessions/gone-away"
+        with connect(url, proxy=None) as first:
+            first.send(json.dumps(start_message(lab_of(srv), "hello")))
+            frames_until(first, of_type("turn_completed"))
+            first.send(json.dumps({"type": "close"}))
+            frames_until(first, of_type("detached"))
+        wait_until(lambda: record(srv, "gone-away")["live"] is False)
+        deleted = httpx.delete(srv.base_url + "/api/sessions/gone-away")
+        # A tab that was away (asleep, reloaded) opens it again: told, not re-created.
+        with connect(url, proxy=None) as tab:
+            tab.send(json.dumps({**start_message(lab_of(srv), ""), "resume_from": 12}))
+            notice = frames_until(tab, of_type("deleted", "attached"))[-1]
+            tab.send(json.dumps({"type": "user", "content": "are you there?"}))
+            refused = frames_until(tab, of_type("error"))[-1]
+            # Starting that id again on purpose, with a message, is a new session.
+            tab.send(json.dumps(start_message(lab_of(srv), "a fresh start")))
+            frames_until(tab, of_type("turn_completed"))
+        turns = record(srv, "gone-away")["turns"]
+    assert deleted.status_code == 204
+    assert notice == {"type": "deleted", "session_id": "gone-away"}
+    assert refused["field"] == "session" and "deleted" in refused["message"]
+    assert [turn["user_message"] for turn in turns] == ["a fresh start"]
+
+
 def test_serve_reads_websocket_frames_up_to_the_web_frame_limit() -> None:
     from agent_lab.interfaces.cli import serve
     from agent_lab.interfaces.web import limits

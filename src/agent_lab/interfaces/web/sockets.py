@@ -174,6 +174,10 @@ class Connection:
         if live is not None:
             await self._attach(live, command.resume_from, command.stream_id)
             return
+        opening = request is None or not request.user_message.strip()
+        if opening and self.state.watchers.was_deleted(self.session_id):
+            self._on_deleted()  # a tab reopening a session deleted meanwhile
+            return
         if request is None:
             raise ProtocolError("request: required to start a session that is not live")
         if request.user_message.strip():
@@ -253,6 +257,7 @@ class Connection:
             except SessionLive as exc:
                 live = exc.live
             else:
+                self.state.watchers.started(self.session_id)
                 await self._send(self._attached(live=True))
                 if with_history:
                     await self._send({"type": "history", "record": record, "before_turn": None})

@@ -243,9 +243,7 @@ function handleControl(frame) {
       if (frame.count) toast(`Dropped ${frame.count} queued message${frame.count === 1 ? "" : "s"}`);
       break;
     case "deleted":
-      queued.clear();
-      setPhase("deleted");
-      conversation.notice("This session was deleted in another tab or window. Start a new session to go on.");
+      sessionDeleted();
       break;
     case "history":
       loadHistory(frame.record, frame.truncated);
@@ -266,7 +264,16 @@ function handleControl(frame) {
   }
 }
 
+function sessionDeleted() {
+  queued.clear();
+  setPhase("deleted");
+  conversation.notice("This session was deleted in another tab or window. Start a new session to go on.");
+}
+
 function loadHistory(record, truncated) {
+  // The session this page showed turns of is gone (deleted while this page was away).
+  const shownBefore = Boolean(document.querySelector("#messages .msg.user"));
+  if (!record && shownBefore && state.phase !== "running") return sessionDeleted();
   conversation.reset();
   state.audits = record ? groupAudits(record.audit || []) : new Map();
   state.records = recordsByTurn(record?.records);
