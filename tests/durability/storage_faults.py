@@ -26,7 +26,7 @@ from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 SITES: dict[str, str] = {
     "session_start": "ensure_session",
     "turn_start_and_user_message": "start_turn",
-    "tool_call_block": "begin_batch",
+    "tool_call_block": "open_batch",
     "dispatch": "mark_dispatched",
     "result": "record_result",
     "batch_commit": "commit_batch",

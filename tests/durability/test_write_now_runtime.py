@@ -25,7 +25,7 @@ from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.testing import ScriptedChatClient
 from tests.durability.test_storage_faults import _model, _registry, _request, _until
 
-WRITES = ("ensure_session", "start_turn", "append_messages", "begin_batch", "complete_turn")
+WRITES = ("ensure_session", "start_turn", "append_messages", "open_batch", "complete_turn")
 
 
 class ThreadNotingStore(SQLiteSessionStore):

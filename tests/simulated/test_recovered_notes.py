@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from agent_lab.application._modes import DirectMode, DualMode
+from agent_lab.application._modes import DIRECT_MODE, DUAL_MODE
 from agent_lab.application._recovery import RecoveredCall, RecoveredStatus, Recovery
 from tests.simulated.test_conversation import ASK, CALENDAR_RESULT
 from tests.simulated.test_simulated_provider import dual_body, event_names, stream, tool
@@ -42,7 +42,7 @@ def _tools_body(note: str) -> dict[str, object]:
 async def test_tools_mode_reads_the_system_note_and_repeats_nothing_recorded(
     http: httpx.AsyncClient,
 ) -> None:
-    note = DirectMode().recovery_note(_recovery("unknown"))
+    note = DIRECT_MODE.recovery_note(_recovery("unknown"))
     result = await stream(http, _tools_body(note.content))
 
     assert result.tool_calls == []
@@ -52,7 +52,7 @@ async def test_tools_mode_reads_the_system_note_and_repeats_nothing_recorded(
 
 @pytest.mark.asyncio
 async def test_a_call_that_never_ran_is_done_when_asked_again(http: httpx.AsyncClient) -> None:
-    note = DirectMode().recovery_note(_recovery("not_executed"))
+    note = DIRECT_MODE.recovery_note(_recovery("not_executed"))
     result = await stream(http, _tools_body(note.content))
 
     assert [call["name"] for call in result.tool_calls] == ["device__volume__adjust"]
@@ -61,7 +61,7 @@ async def test_a_call_that_never_ran_is_done_when_asked_again(http: httpx.AsyncC
 
 @pytest.mark.asyncio
 async def test_dual_mode_reads_the_recovered_results_message(http: httpx.AsyncClient) -> None:
-    note = DualMode().recovery_note(_recovery("not_executed"))
+    note = DUAL_MODE.recovery_note(_recovery("not_executed"))
     body = dual_body(ASK)
     body["messages"] += [
         {"role": "user", "content": ASK},

@@ -17,7 +17,6 @@ from typing import Any
 from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._chat_round import StreamedRound
-from agent_lab.application._recording import BatchIntent
 from agent_lab.application._session_state import SessionState, TurnState
 from agent_lab.application._transcript import event_history
 from agent_lab.application.event_agent import (
@@ -36,7 +35,7 @@ from agent_lab.application.events import (
     EventResult,
     EventSource,
 )
-from agent_lab.application.session_store import CallStatus
+from agent_lab.application.session_store import BatchIntent, CallStatus
 from agent_lab.application.tools import ToolExecutionContext
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
@@ -126,9 +125,15 @@ async def _begin(
     """Journal the batch (durable before any tool starts) and audit its start."""
     session, turn = ctx.session, ctx.turn
     batch_id = await session.recorder.begin_batch(
-        turn.index,
-        turn.round_index,
-        BatchIntent(ctx.scope, session.mode, list(streamed.events), assistant, visible),
+        BatchIntent(
+            turn.index,
+            turn.round_index,
+            ctx.scope,
+            session.mode,
+            list(streamed.events),
+            assistant,
+            visible,
+        )
     )
     turn.open_batch = batch_id
     await ctx.auditor.emit(

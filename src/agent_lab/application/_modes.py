@@ -9,8 +9,9 @@ never branches on the mode's name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from agent_lab.application._batches import BatchRun, RoundContext, run_direct_batch, run_dual_batch
 from agent_lab.application._chat_round import Offer, StreamedRound
@@ -22,85 +23,63 @@ from agent_lab.application.tools import ToolRegistry
 from agent_lab.domain.messages import ChatMessage, StreamItemKind
 
 
-class ToolMode(Protocol):
-    """One way of calling tools."""
+@dataclass(frozen=True)
+class ToolMode:
+    """One way of calling tools: what it offers, accepts, runs and restores."""
 
-    @property
-    def name(self) -> ToolInvocationMode: ...
-
-    @property
-    def accepts(self) -> StreamItemKind:
-        """The stream item kind this mode takes as an event."""
-        ...
+    name: ToolInvocationMode
+    accepts: StreamItemKind
+    """The stream item kind this mode takes as an event."""
+    offers: Callable[[ToolRegistry, list[str], StreamItemKind], Offer]
+    run_batch: Callable[[RoundContext, StreamedRound], Awaitable[BatchRun]]
+    restore: Callable[[list[ChatMessage]], list[ChatMessage]]
+    """The persisted history as this mode may send it again (DESIGN.md §8)."""
+    recovery_note: Callable[[Recovery], ChatMessage]
+    """The labelled note that gives interrupted batches' effects back (§9.4)."""
 
     def offer(self, registry: ToolRegistry, names: list[str]) -> Offer:
         """What a round offers the model when ``names`` are on offer (maybe none)."""
-        ...
-
-    async def run_batch(self, ctx: RoundContext, streamed: StreamedRound) -> BatchRun: ...
-
-    def restore(self, messages: list[ChatMessage]) -> list[ChatMessage]:
-        """The persisted history as this mode may send it again (DESIGN.md §8)."""
-        ...
-
-    def recovery_note(self, recovery: Recovery) -> ChatMessage:
-        """The labelled note that gives interrupted batches' effects back (§9.4)."""
-        ...
+        return self.offers(registry, names, self.accepts)
 
 
-class DualMode:
-    """Inline event blocks; a separate event agent fills in arguments and runs tools."""
-
-    name: ToolInvocationMode = "dual_agent"
-    accepts: StreamItemKind = "text_event"
-
-    def offer(self, registry: ToolRegistry, names: list[str]) -> Offer:
-        if not names:
-            return Offer(events=[], accepts=None)
-        return Offer(
-            events=names,
-            accepts=self.accepts,
-            catalog=registry.chat_event_system_message(names),
-            offered_names_only=True,
-        )
-
-    async def run_batch(self, ctx: RoundContext, streamed: StreamedRound) -> BatchRun:
-        return await run_dual_batch(ctx, streamed)
-
-    def restore(self, messages: list[ChatMessage]) -> list[ChatMessage]:
-        return visible_history(messages)
-
-    def recovery_note(self, recovery: Recovery) -> ChatMessage:
-        return dual_note(recovery)
+def _dual_offer(registry: ToolRegistry, names: list[str], accepts: StreamItemKind) -> Offer:
+    """The event catalog in a system message; no offer at all without tools."""
+    if not names:
+        return Offer(events=[], accepts=None)
+    return Offer(
+        events=names,
+        accepts=accepts,
+        catalog=registry.chat_event_system_message(names),
+        offered_names_only=True,
+    )
 
 
-class DirectMode:
-    """Provider function calling; the runtime runs the calls and replies in order."""
-
-    name: ToolInvocationMode = "chat_agent_tools"
-    accepts: StreamItemKind = "provider_tool_call"
-
-    def offer(self, registry: ToolRegistry, names: list[str]) -> Offer:
-        return Offer(
-            events=names,
-            accepts=self.accepts if names else None,
-            tools=registry.provider_tool_schemas(names),
-            unique_call_ids=True,
-        )
-
-    async def run_batch(self, ctx: RoundContext, streamed: StreamedRound) -> BatchRun:
-        return await run_direct_batch(ctx, streamed)
-
-    def restore(self, messages: list[ChatMessage]) -> list[ChatMessage]:
-        return repair_tool_transcript(messages)
-
-    def recovery_note(self, recovery: Recovery) -> ChatMessage:
-        return direct_note(recovery)
+def _direct_offer(registry: ToolRegistry, names: list[str], accepts: StreamItemKind) -> Offer:
+    """The provider tool schemas (an empty list without tools)."""
+    return Offer(
+        events=names,
+        accepts=accepts if names else None,
+        tools=registry.provider_tool_schemas(names),
+        unique_call_ids=True,
+    )
 
 
-_MODES: dict[ToolInvocationMode, ToolMode] = {
-    mode.name: mode for mode in (DualMode(), DirectMode())
-}
+DUAL_MODE = ToolMode(
+    "dual_agent", "text_event", _dual_offer, run_dual_batch, visible_history, dual_note
+)
+"""Inline event blocks; a separate event agent fills in arguments and runs tools."""
+
+DIRECT_MODE = ToolMode(
+    "chat_agent_tools",
+    "provider_tool_call",
+    _direct_offer,
+    run_direct_batch,
+    repair_tool_transcript,
+    direct_note,
+)
+"""Provider function calling; the runtime runs the calls and replies in order."""
+
+_MODES: dict[ToolInvocationMode, ToolMode] = {mode.name: mode for mode in (DUAL_MODE, DIRECT_MODE)}
 
 
 def mode_for(name: ToolInvocationMode) -> ToolMode:

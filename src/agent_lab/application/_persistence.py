@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from agent_lab.application._audit_details import kept_failure_message
-from agent_lab.application._recording import BatchIntent
+from agent_lab.application._recording import FinishedTurn
 from agent_lab.application._recovery import Recovery, recovery_from_batches
 from agent_lab.application._store_access import (
     NOW_CHARS,
@@ -41,13 +41,12 @@ from agent_lab.application._store_access import (
 )
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.session_store import (
-    CallMetric,
+    BatchIntent,
     CallStatus,
     NotNow,
     SessionStore,
 )
 from agent_lab.domain.errors import (
-    AgentLabError,
     PersistenceFailed,
     SessionBusy,
     StoreError,
@@ -56,6 +55,8 @@ from agent_lab.domain.errors import (
 from agent_lab.domain.messages import ChatMessage
 
 T = TypeVar("T")
+BufferedAudits = list[tuple[int | None, str, dict[str, Any]]]
+"""Audits waiting for the next write: ``(turn_index, event, details)``."""
 
 LEASE_SECONDS = 30.0
 _HOST = socket.gethostname()
@@ -93,7 +94,7 @@ class SessionRecorder:
         """Characters of the messages of the last write (its audits are still buffered)."""
         self._raw_bytes = 0
         """Bytes of provider chunks in the buffered audits (``raw_bytes``)."""
-        self._audits: list[tuple[int | None, str, dict[str, Any]]] = []
+        self._audits: BufferedAudits = []
         self._claim_token: str | None = None
         self._claim_wait = claim_wait_seconds
         self._renewal: asyncio.TimerHandle | None = None
@@ -109,43 +110,28 @@ class SessionRecorder:
         the messages it writes. On the loop when the store can, else in a worker thread."""
         small = self._small(chars)
         audits = self._take_audits()
+        work = partial(function, *args, **kwargs)
         if self._now is not None and small:
             try:
-                return self._now.write_now(partial(self._grouped, audits, function, args, kwargs))
+                return self._now.write_now(partial(self._grouped, audits, work))
             except NotNow:
                 pass  # nothing was written: the usual way decides
-        return await asyncio.to_thread(self._write, audits, function, args, kwargs)
+        return await asyncio.to_thread(self._write, audits, work)
 
-    def _grouped(
-        self,
-        audits: list[tuple[int | None, str, dict[str, Any]]],
-        function: Callable[..., T],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> T:
-        """The body of one ``write_now``: the audits, then the write."""
+    def _grouped(self, audits: BufferedAudits, work: Callable[[], T]) -> T:
+        """The audits, then the write (the body of one ``write_now`` or ``_write``)."""
         if audits:
             self.store.append_audits(self.session_id, audits)
-        return function(*args, **kwargs)
+        return work()
 
-    def _write(
-        self,
-        audits: list[tuple[int | None, str, dict[str, Any]]],
-        function: Callable[..., T],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        grouped: bool = True,
-    ) -> T:
-        """Buffered audits, then ``function``: one transaction when ``grouped`` and the
+    def _write(self, audits: BufferedAudits, work: Callable[[], T], *, grouped: bool = True) -> T:
+        """Buffered audits, then ``work``: one transaction when ``grouped`` and the
         store groups writes."""
         atomic = self._atomic if grouped else contextlib.nullcontext
         try:
             try:
                 with atomic():
-                    if audits:
-                        self.store.append_audits(self.session_id, audits)
-                    return function(*args, **kwargs)
+                    return self._grouped(audits, work)
             except Exception:
                 if audits and atomic is not contextlib.nullcontext:
                     self._keep_audits(audits)  # they went down with the write
@@ -157,7 +143,7 @@ class SessionRecorder:
         except Exception as exc:  # an adapter bug must still read as a storage failure
             raise PersistenceFailed("unknown", str(exc)) from exc
 
-    def _keep_audits(self, audits: list[tuple[int | None, str, dict[str, Any]]]) -> None:
+    def _keep_audits(self, audits: BufferedAudits) -> None:
         """Best effort: the trail of a failed write is kept, as when it went first."""
         with contextlib.suppress(Exception):
             self.store.append_audits(self.session_id, audits)
@@ -166,7 +152,7 @@ class SessionRecorder:
         self._audits.append((turn_index, event, details))
         self._raw_bytes += raw_bytes(details)
 
-    def _take_audits(self) -> list[tuple[int | None, str, dict[str, Any]]]:
+    def _take_audits(self) -> BufferedAudits:
         audits, self._audits, self._raw_bytes = self._audits, [], 0
         return audits
 
@@ -211,11 +197,11 @@ class SessionRecorder:
         try:
             if self._now is not None and grouped and small:
                 with contextlib.suppress(NotNow):
-                    work = partial(self._grouped, audits, open_session, (True,), {})
+                    work = partial(self._grouped, audits, partial(open_session, True))
                     stored, self._claim_token = self._now.write_now(work)
                     return stored
             stored, self._claim_token = await asyncio.to_thread(
-                self._write, audits, open_session, (False,), {}, grouped=grouped
+                self._write, audits, partial(open_session, False), grouped=grouped
             )
         finally:
             if self._claim_token is not None:
@@ -276,17 +262,11 @@ class SessionRecorder:
                 chars=chars_of(messages),
             )
 
-    async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str:
+    async def begin_batch(self, batch: BatchIntent) -> str:
         return await self._call(
-            self.store.begin_batch,
+            self.store.open_batch,
             self.session_id,
-            turn_index,
-            round_index,
-            scope=batch.scope,
-            mode=batch.mode,
-            events=batch.events,
-            assistant=batch.assistant,
-            visible=batch.visible,
+            batch,
             chars=chars_of(batch.visible)
             + (len(batch.assistant.content) if batch.assistant else 0),
         )
@@ -316,31 +296,22 @@ class SessionRecorder:
         batches = await self._call(self.store.list_unreported_batches, self.session_id)
         return recovery_from_batches(batches)
 
-    async def finish_turn(
-        self,
-        turn_index: int,
-        metrics: list[CallMetric],
-        *,
-        status: str,
-        wall_time_ms: int,
-        round_count: int,
-        failure: AgentLabError | None = None,
-        recovered: tuple[str, ...] = (),
-    ) -> None:
+    async def finish_turn(self, turn: FinishedTurn) -> None:
         """Write the turn's metrics and close it, in one trip to the store; a failed or
         cancelled turn keeps its ``failure`` (reason and message) with it."""
+        failure = turn.failure
 
         def write() -> None:
-            if recovered:
-                self.store.mark_reported(list(recovered), turn_index)
-            if metrics:
-                self.store.append_usages(self.session_id, metrics)
+            if turn.recovered:
+                self.store.mark_reported(list(turn.recovered), turn.index)
+            if turn.metrics:
+                self.store.append_usages(self.session_id, turn.metrics)
             self.store.complete_turn(
                 self.session_id,
-                turn_index,
-                status=status,
-                wall_time_ms=wall_time_ms,
-                round_count=round_count,
+                turn.index,
+                status=turn.status,
+                wall_time_ms=turn.wall_time_ms,
+                round_count=turn.round_count,
                 failure_reason=failure.failure_reason if failure is not None else None,
                 failure_message=kept_failure_message(failure) if failure is not None else None,
             )
@@ -371,21 +342,17 @@ class SessionRecorder:
         audits = self._take_audits()
         if self._now is not None and small:
             with contextlib.suppress(NotNow):
-                work = partial(
-                    self._grouped, audits, self.store.release_claim, (self.session_id, token), {}
-                )
-                self._now.write_now(work)
+                release = partial(self.store.release_claim, self.session_id, token)
+                self._now.write_now(partial(self._grouped, audits, release))
                 return
         await asyncio.to_thread(self._flush_and_release, audits, token)
 
-    def _flush_and_release(
-        self, audits: list[tuple[int | None, str, dict[str, Any]]], token: str
-    ) -> None:
+    def _flush_and_release(self, audits: BufferedAudits, token: str) -> None:
         """Best effort both: audits never fail a turn, and a lost claim is gone anyway.
         One transaction when the store groups writes; the release is tried on its own
         when that fails."""
         try:
-            self._write(audits, self.store.release_claim, (self.session_id, token), {})
+            self._write(audits, partial(self.store.release_claim, self.session_id, token))
             return
         except StoreError:
             pass

@@ -1,5 +1,5 @@
-"""The recorder port a turn writes through, what a batch journals first, and the
-recorder of a session without a store.
+"""The recorder port a turn writes through, how a turn ended, and the recorder of a
+session without a store.
 
 ``SessionRecorder`` (``_persistence``) writes to a ``SessionStore``; ``NullRecorder``
 writes nothing and keeps only the effect ledger in memory, so the engine never asks
@@ -13,11 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent_lab.application._recovery import MemoryLedger, Recovery
-from agent_lab.application.contracts import ToolInvocationMode
 from agent_lab.application.events import idempotency_key
-from agent_lab.application.session_store import CallMetric, CallStatus
+from agent_lab.application.session_store import BatchIntent, CallMetric, CallStatus
 from agent_lab.domain.errors import AgentLabError, PersistenceFailed
-from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
 
@@ -35,7 +33,7 @@ class Recorder(Protocol):
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None: ...
 
-    async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str: ...
+    async def begin_batch(self, batch: BatchIntent) -> str: ...
 
     async def mark_dispatched(
         self, batch_id: str, event_id: str, arguments: dict[str, Any]
@@ -53,18 +51,8 @@ class Recorder(Protocol):
         """Interrupted batches the model has not been told about (none without a store)."""
         ...
 
-    async def finish_turn(
-        self,
-        turn_index: int,
-        metrics: list[CallMetric],
-        *,
-        status: str,
-        wall_time_ms: int,
-        round_count: int,
-        failure: AgentLabError | None = None,
-        recovered: tuple[str, ...] = (),
-    ) -> None:
-        """Close the turn; ``recovered`` batches were reported to the model in it."""
+    async def finish_turn(self, turn: FinishedTurn) -> None:
+        """Close the turn with its metrics and how it ended."""
         ...
 
     async def close(self) -> None: ...
@@ -75,16 +63,18 @@ class Recorder(Protocol):
 
 
 @dataclass(frozen=True)
-class BatchIntent:
-    """What the journal records before any tool of a batch starts (DESIGN.md §9)."""
+class FinishedTurn:
+    """How a turn ended, as the recorder closes it (with its metrics, in one write)."""
 
-    scope: str
-    mode: ToolInvocationMode
-    events: list[ToolCallEvent]
-    assistant: ChatMessage | None
-    """Direct mode: the assistant tool-call message, pending until the batch commits."""
-    visible: list[ChatMessage]
-    """Dual mode: the round's visible assistant text, pending until the batch commits."""
+    index: int
+    metrics: list[CallMetric]
+    status: str
+    wall_time_ms: int
+    round_count: int
+    failure: AgentLabError | None = None
+    """A failed or cancelled turn's failure: its reason and message are kept with it."""
+    recovered: tuple[str, ...] = ()
+    """Interrupted batches whose effects were reported to the model in this turn."""
 
 
 class NullRecorder:
@@ -107,9 +97,9 @@ class NullRecorder:
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
         return None
 
-    async def begin_batch(self, turn_index: int, round_index: int, batch: BatchIntent) -> str:
+    async def begin_batch(self, batch: BatchIntent) -> str:
         keyed = [(event, idempotency_key(batch.scope, event.id)) for event in batch.events]
-        self._ledger.open(batch.scope, turn_index, round_index, keyed)
+        self._ledger.open(batch.scope, batch.turn_index, batch.round_index, keyed)
         return batch.scope
 
     async def mark_dispatched(
@@ -131,18 +121,8 @@ class NullRecorder:
     async def unreported(self) -> Recovery:
         return self._ledger.unreported()
 
-    async def finish_turn(
-        self,
-        turn_index: int,
-        metrics: list[CallMetric],
-        *,
-        status: str,
-        wall_time_ms: int,
-        round_count: int,
-        failure: AgentLabError | None = None,
-        recovered: tuple[str, ...] = (),
-    ) -> None:
-        self._ledger.reported(recovered)
+    async def finish_turn(self, turn: FinishedTurn) -> None:
+        self._ledger.reported(turn.recovered)
 
     async def close(self) -> None:
         return None

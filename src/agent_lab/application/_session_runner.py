@@ -12,6 +12,7 @@ import contextvars
 import logging
 import uuid
 from collections.abc import Coroutine
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from agent_lab.application import _audit_details, _outputs
@@ -19,7 +20,7 @@ from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import EventAgentLink, EventServices
 from agent_lab.application._modes import mode_for
 from agent_lab.application._persistence import SessionRecorder
-from agent_lab.application._recording import NullRecorder, Recorder
+from agent_lab.application._recording import FinishedTurn, NullRecorder, Recorder
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._tasks import durably
@@ -49,35 +50,28 @@ _TIMER_CONTEXT = contextvars.Context()
 instead of a copy of the session's for every turn."""
 
 
+@dataclass(eq=False, repr=False)
 class SessionRunner:
     """Owns one session: its engine, its event agent task, and its recorder."""
 
-    def __init__(
-        self,
-        request: DebugRunRequest,
-        *,
-        client: ChatClient,
-        registry: ToolRegistry,
-        queues: RuntimeQueues,
-        clock: Clock,
-        store: SessionStore | None,
-        one_shot: bool,
-        claim_wait_seconds: float = 0.0,
-    ) -> None:
-        self.request = request
-        self.client = client
-        self.registry = registry
-        self.queues = queues
-        self.clock = clock
-        self.store = store
-        self.one_shot = one_shot
-        self.claim_wait_seconds = claim_wait_seconds
-        self.auditor = Auditor(clock, queues.output)
-        self._services: EventServices | None = None
-        self._event_agent_task: asyncio.Task[None] | None = None
-        self._turn_task: asyncio.Task[TurnOutcome] | None = None
-        self._turn_expired = False
-        self.engine: TurnEngine | None = None
+    request: DebugRunRequest
+    _: KW_ONLY
+    client: ChatClient
+    registry: ToolRegistry
+    queues: RuntimeQueues
+    clock: Clock
+    store: SessionStore | None
+    one_shot: bool
+    claim_wait_seconds: float = 0.0
+    auditor: Auditor = field(init=False)
+    engine: TurnEngine | None = field(default=None, init=False)
+    _services: EventServices | None = field(default=None, init=False)
+    _event_agent_task: asyncio.Task[None] | None = field(default=None, init=False)
+    _turn_task: asyncio.Task[TurnOutcome] | None = field(default=None, init=False)
+    _turn_expired: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.auditor = Auditor(self.clock, self.queues.output)
 
     async def run(self) -> None:
         lag = monitor_for()
@@ -309,13 +303,15 @@ class SessionRunner:
             session.unacknowledged = turn.recovered
         try:
             await recorder.finish_turn(
-                turn.index,
-                turn.metrics,
-                status=outcome.status,
-                wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
-                round_count=turn.round_index,
-                failure=outcome.failure,
-                recovered=recovered,
+                FinishedTurn(
+                    turn.index,
+                    turn.metrics,
+                    status=outcome.status,
+                    wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
+                    round_count=turn.round_index,
+                    failure=outcome.failure,
+                    recovered=recovered,
+                )
             )
         except PersistenceFailed as exc:
             if outcome.failure is None:

@@ -267,16 +267,11 @@ class _BatchRun:
         if primary_id is None:
             return self.results.get(event.id) or _cancelled(event, self.batch.source)
         primary = self.results.get(primary_id) or _cancelled(event, self.batch.source)
-        return EventResult(
+        return dataclasses.replace(
+            primary,
             event_id=event.id,
             event_name=event.name,
-            status=primary.status,
-            source=primary.source,
-            tool_latency_ms=primary.tool_latency_ms,
             deduplicated_from=primary_id,
-            policy=primary.policy,
-            payload=primary.payload,
-            confirmation=primary.confirmation,
             arguments=dict(event.arguments),
         )
 

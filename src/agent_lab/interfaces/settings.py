@@ -17,7 +17,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
@@ -127,13 +127,16 @@ class LabSettings(BaseModel):
         return self.api_key.get_secret_value() if self.api_key is not None else None
 
 
-def load_settings(
-    *,
-    flags: Mapping[str, Any] | None = None,
-    config_file: Path | None = None,
-    environ: Mapping[str, str] | None = None,
-    discover: bool = False,
-) -> LabSettings:
+class SettingSources(TypedDict, total=False):
+    """Where settings come from, besides the defaults (see ``resolve_settings``)."""
+
+    flags: Mapping[str, Any] | None
+    config_file: Path | None
+    environ: Mapping[str, str] | None
+    discover: bool
+
+
+def load_settings(**sources: Unpack[SettingSources]) -> LabSettings:
     """Merge the sources by precedence (flags win); ``None`` flag values are ignored.
 
     ``discover`` also reads ``./agent-lab.toml`` and the user's
@@ -142,9 +145,7 @@ def load_settings(
     Raises:
         ConfigError: a bad TOML file, an unknown key, or a value out of range.
     """
-    return resolve_settings(
-        flags=flags, config_file=config_file, environ=environ, discover=discover
-    ).settings
+    return resolve_settings(**sources).settings
 
 
 class ResolvedSettings(BaseModel):

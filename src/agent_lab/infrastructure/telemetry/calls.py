@@ -9,21 +9,22 @@ from agent_lab.application.pricing import CallCost, call_cost
 from agent_lab.application.session_store import CallMetric
 from agent_lab.infrastructure.telemetry import content
 from agent_lab.infrastructure.telemetry import semconv as sc
-from agent_lab.infrastructure.telemetry.record import RoundAudits, TurnRecord, mapping, offset
+from agent_lab.infrastructure.telemetry.record import (
+    RoundAudits,
+    RoundView,
+    TurnRecord,
+    mapping,
+    offset,
+)
 from agent_lab.infrastructure.telemetry.spans import SpanData, SpanEvent
 
 if TYPE_CHECKING:
     from agent_lab.infrastructure.telemetry.convert import ConvertOptions
 
 
-def chat_call_span(
-    record: TurnRecord,
-    audits: RoundAudits,
-    parent_id: int,
-    round_end_ms: int,
-    options: ConvertOptions,
-) -> SpanData | None:
+def chat_call_span(view: RoundView, parent_id: int, round_end_ms: int) -> SpanData | None:
     """The round's chat call, from its request audit to its response audit."""
+    record, audits, options = view.record, view.audits, view.options
     request = audits.get("chat_agent_request")
     if request is None:
         return None

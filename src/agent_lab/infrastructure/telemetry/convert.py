@@ -28,6 +28,7 @@ from agent_lab.infrastructure.telemetry import semconv as sc
 from agent_lab.infrastructure.telemetry.calls import chat_call_span
 from agent_lab.infrastructure.telemetry.record import (
     RoundAudits,
+    RoundView,
     TurnRecord,
     details,
     elapsed,
@@ -60,7 +61,7 @@ def turn_spans(record: TurnRecord, options: ConvertOptions | None = None) -> lis
     spans: list[SpanData] = []
     rounds = rounds_of(record.audits)
     for audits in rounds:
-        spans += _round_spans(record, audits, turn_id, end_ms, options)
+        spans += _round_spans(RoundView(record, audits, options), turn_id, end_ms)
     model_spans = [span for span in spans if span.attributes.get(sc.OPERATION_NAME) == sc.OP_CHAT]
     attributes: dict[str, Any] = {
         sc.OPERATION_NAME: sc.OP_INVOKE_AGENT,
@@ -126,23 +127,18 @@ def _turn_end(record: TurnRecord) -> tuple[int, str]:
     return offset(closing, last), str(closing.get("status") or "completed")
 
 
-def _round_spans(
-    record: TurnRecord,
-    audits: RoundAudits,
-    turn_id: int,
-    turn_end_ms: int,
-    options: ConvertOptions,
-) -> list[SpanData]:
+def _round_spans(view: RoundView, turn_id: int, turn_end_ms: int) -> list[SpanData]:
+    record, audits = view.record, view.audits
     started = audits.get("chat_round_started")
     finished = audits.get("chat_round_finished")
     start_ms = offset(started, _earliest(audits))
     end_ms = offset(finished, turn_end_ms)
     round_id = record.span_id(f"round-{audits.index}")
     children: list[SpanData] = []
-    chat = chat_call_span(record, audits, round_id, end_ms, options)
+    chat = chat_call_span(view, round_id, end_ms)
     if chat is not None:
         children.append(chat)
-    children += batch_spans(record, audits, round_id, end_ms, options)
+    children += batch_spans(view, round_id, end_ms)
     response = audits.get("chat_agent_response") or {}
     attributes: dict[str, Any] = {
         sc.ROUND_INDEX: audits.index,

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from agent_lab.infrastructure.telemetry.spans import (
     NS_PER_MS,
@@ -22,6 +22,9 @@ from agent_lab.infrastructure.telemetry.spans import (
     span_id_of,
     trace_id_of,
 )
+
+if TYPE_CHECKING:
+    from agent_lab.infrastructure.telemetry.convert import ConvertOptions
 
 Audit = Mapping[str, Any]
 """``{"event": name, "details": {...}}``, as on the output queue or in the store."""
@@ -124,6 +127,16 @@ def round_of(audit_details: Mapping[str, Any]) -> int | None:
         return value
     match = _ROUND_OF_SCOPE.search(str(audit_details.get("scope") or ""))
     return int(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
+class RoundView:
+    """What every span builder of a round reads: the turn's record, the round's audits
+    and the conversion options."""
+
+    record: TurnRecord
+    audits: RoundAudits
+    options: ConvertOptions
 
 
 def rounds_of(audits: Iterable[Audit]) -> list[RoundAudits]:

@@ -4,28 +4,20 @@ resolution, tool execution and the policy decision of one round."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_lab.infrastructure.telemetry import content
 from agent_lab.infrastructure.telemetry import semconv as sc
 from agent_lab.infrastructure.telemetry.calls import argument_call_span
-from agent_lab.infrastructure.telemetry.record import RoundAudits, TurnRecord, offset
+from agent_lab.infrastructure.telemetry.record import RoundAudits, RoundView, TurnRecord, offset
 from agent_lab.infrastructure.telemetry.spans import SpanData
-
-if TYPE_CHECKING:
-    from agent_lab.infrastructure.telemetry.convert import ConvertOptions
 
 _ARGUMENT_KINDS = ("argument_fallback", "argument_generation")
 
 
-def batch_spans(
-    record: TurnRecord,
-    audits: RoundAudits,
-    round_id: int,
-    round_end_ms: int,
-    options: ConvertOptions,
-) -> list[SpanData]:
+def batch_spans(view: RoundView, round_id: int, round_end_ms: int) -> list[SpanData]:
     """The round's batch and what ran inside it; empty when the round had no batch."""
+    record, audits = view.record, view.audits
     started = audits.get("event_batch_started")
     if started is None:
         return []
@@ -37,9 +29,9 @@ def batch_spans(
     children: list[SpanData] = []
     tools_start = start_ms
     if dual:
-        resolutions, tools_start = _resolutions(record, audits, batch_id, options)
+        resolutions, tools_start = _resolutions(view, batch_id)
         children += resolutions
-    children += _tool_spans(record, audits, batch_id, tools_start, end_ms, options)
+    children += _tool_spans(view, batch_id, tools_start, end_ms)
     decision = _policy_span(record, audits, round_id)
     batch = record.span(
         batch_id,
@@ -75,10 +67,9 @@ def _batch_attributes(
     return attributes
 
 
-def _resolutions(
-    record: TurnRecord, audits: RoundAudits, batch_id: int, options: ConvertOptions
-) -> tuple[list[SpanData], int]:
+def _resolutions(view: RoundView, batch_id: int) -> tuple[list[SpanData], int]:
     """One span per event, with its argument call; and when the tools could start."""
+    record, audits = view.record, view.audits
     request = audits.get("event_agent_request")
     response = audits.get("event_agent_response") or {}
     start_ms = offset(request or audits.get("event_batch_started"), 0)
@@ -122,20 +113,16 @@ def _resolutions(
                     start_ms=start_ms,
                     chunks=(chunks.get(event_id) or {}).get("chunks") or [],
                     request=request,
-                    options=options,
+                    options=view.options,
                 )
             )
     return spans, ready_ms
 
 
 def _tool_spans(
-    record: TurnRecord,
-    audits: RoundAudits,
-    batch_id: int,
-    tools_start_ms: int,
-    batch_end_ms: int,
-    options: ConvertOptions,
+    view: RoundView, batch_id: int, tools_start_ms: int, batch_end_ms: int
 ) -> list[SpanData]:
+    record, audits, options = view.record, view.audits, view.options
     results = audits.get("event_batch_results") or {}
     arguments = content.arguments_by_call(audits) if options.capture_content else {}
     outputs = content.results_by_call(record, audits) if options.capture_content else {}

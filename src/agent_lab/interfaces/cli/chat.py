@@ -24,20 +24,18 @@ from agent_lab.interfaces.cli.common import (
     notice,
     on_interrupt,
     open_lab,
-    print_error,
-    require_session,
+    report_failure,
     run_async,
-    run_failure,
     stdout_console,
 )
 from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, TURN_FLAGS, lab_flags
 from agent_lab.interfaces.cli.options import AuditLinesOption
 from agent_lab.interfaces.cli.render import ConversationRenderer
-from agent_lab.interfaces.cli.run import build_request
-from agent_lab.interfaces.cli.session_show import turn_cost_note
+from agent_lab.interfaces.cli.run import print_turn_cost, resolve_session
 
 if TYPE_CHECKING:
+    from agent_lab.application.contracts import ToolInvocationMode
     from agent_lab.interfaces.lab import Lab
 
 CHAT_HELP = """Chat with the agent, one turn per line, until EOF or /exit.
@@ -75,14 +73,13 @@ def chat(
 
 async def _chat(options: LabOptions, session_id: str | None, *, audit: bool) -> int:
     async with open_lab(options.settings()) as lab:
-        if session_id is not None:
-            require_session(lab, session_id)
+        session_id, mode = resolve_session(lab, options, session_id)
         renderer = ConversationRenderer(stdout_console(), show_audits=audit)
         reader = LineReader(sys.stdin)
         notice(renderer.console, lab.endpoint_description)
         if reader.interactive:
             notice(renderer.console, "one turn per line; /exit or Ctrl-D quits, Ctrl-C cancels")
-        loop = ChatLoop(lab, options, session_id, renderer, reader)
+        loop = ChatLoop(lab, session_id, mode, renderer, reader)
         with on_interrupt(loop.interrupt):
             try:
                 return await loop.run()
@@ -128,8 +125,9 @@ class ChatLoop:
     """Reads a line, runs it as a turn, shows how it ended, repeats."""
 
     lab: Lab
-    options: LabOptions
     session_id: str | None
+    """The session to continue (``None``: the first turn starts a new one)."""
+    mode: ToolInvocationMode | None
     renderer: ConversationRenderer
     reader: LineReader
     driver: SessionDriver = field(init=False)
@@ -151,7 +149,7 @@ class ChatLoop:
         line = await self._read()
         if line is None:
             return EXIT_OK
-        request = build_request(self.lab, self.options, line, self.session_id)
+        request = self.lab.request(line, session_id=self.session_id, mode=self.mode)
         end = await self.driver.first_turn(request)
         while True:
             code = self._report(end)
@@ -165,23 +163,16 @@ class ChatLoop:
 
     async def _cost(self, end: TurnEnd) -> None:
         """The turn's cost (per role), once it is stored."""
-        session_id, store = self.driver.session_id, self.lab.store
-        if session_id is None or store is None or end.turn_index is None:
-            return
-        note = await asyncio.to_thread(
-            turn_cost_note, store, session_id, self.lab.prices, end.turn_index
-        )
-        if note:
-            self.renderer.note(note)
+        if end.turn_index is not None:
+            await print_turn_cost(self.lab, self.renderer, self.driver.session_id, end.turn_index)
 
     def _report(self, end: TurnEnd) -> int | None:
         """Show how a turn ended; an exit code when the session cannot go on."""
         if end.status == "cancelled":
             self.renderer.note("turn cancelled", "yellow")
         elif end.status == "failed":
-            code, line = run_failure(end.error or {"type": "error", "message": "the turn failed"})
             self.renderer.end_line()
-            print_error(line)
+            code = report_failure(end.error or {"type": "error", "message": "the turn failed"})
             self._failed = True
             if code == EXIT_USAGE or end.session_over:
                 return code

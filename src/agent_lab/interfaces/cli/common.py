@@ -126,6 +126,13 @@ def run_failure(message: ErrorMessage) -> tuple[int, str]:
     return code, text
 
 
+def report_failure(message: ErrorMessage) -> int:
+    """Print the one-line message of a run's ``error`` output; return its exit code."""
+    code, line = run_failure(message)
+    print_error(line)
+    return code
+
+
 def _http_failure(status: int, text: str) -> tuple[int, str]:
     if status in (401, 403):
         return EXIT_USAGE, f"the provider rejected the request (HTTP {status}); check your API key"

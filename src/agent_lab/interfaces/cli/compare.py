@@ -18,10 +18,16 @@ from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.pricing import CostBreakdown, PriceTable, cost_breakdown
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.domain.errors import ConfigError
-from agent_lab.interfaces.cli.common import scratch_registry
+from agent_lab.interfaces.cli.common import (
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    LabOptions,
+    fast_from_env,
+    scratch_registry,
+)
 from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd, TurnHooks, drive_turns
 from agent_lab.interfaces.settings import LabSettings
-from agent_lab.scenarios import Scenario
+from agent_lab.scenarios import Scenario, load_scenario
 
 if TYPE_CHECKING:
     from agent_lab.interfaces.lab import Lab
@@ -34,6 +40,8 @@ __all__ = [
     "MetricStats",
     "SessionRun",
     "TurnSample",
+    "exit_code",
+    "load_for_run",
     "percentile",
     "run_scenario",
     "scenario_request",
@@ -80,6 +88,24 @@ class SessionRun:
         """The ``session`` part of the usage summary."""
         session: Mapping[str, Any] = self.summary.get("session") or {}
         return session
+
+
+def load_for_run(options: LabOptions, name: str) -> tuple[Scenario, LabSettings]:
+    """The scenario ``name`` (a bundled name or a TOML file) and the settings its sessions
+    run with: the command's, with the scenario's simulated latency unless ``--fast`` or
+    ``AGENT_LAB_SIM_FAST`` asks for none.
+
+    Raises:
+        ConfigError: an unknown or invalid scenario, or bad settings.
+    """
+    scenario = load_scenario(name)
+    fast = options.fast or fast_from_env()
+    return scenario, scenario_settings(options.settings(), scenario, fast=fast)
+
+
+def exit_code(runs: Sequence[SessionRun]) -> int:
+    """The exit code of a command that ran scenario sessions: failed when any had errors."""
+    return EXIT_RUN_FAILED if any(run.errors for run in runs) else EXIT_OK
 
 
 def scenario_settings(settings: LabSettings, scenario: Scenario, *, fast: bool) -> LabSettings:

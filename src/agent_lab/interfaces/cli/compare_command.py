@@ -13,20 +13,12 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agent_lab.interfaces.cli.common import (
-    EXIT_OK,
-    EXIT_RUN_FAILED,
-    LabOptions,
-    fast_from_env,
-    notice,
-    open_lab,
-    run_async,
-    stdout_console,
-)
+from agent_lab.interfaces.cli.common import LabOptions, notice, open_lab, run_async, stdout_console
 from agent_lab.interfaces.cli.compare import (
     SessionRun,
+    exit_code,
+    load_for_run,
     run_scenario,
-    scenario_settings,
     summarize_runs,
 )
 from agent_lab.interfaces.cli.compare_report import (
@@ -38,7 +30,7 @@ from agent_lab.interfaces.cli.compare_report import (
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
 from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
 from agent_lab.interfaces.cli.render import metric_table
-from agent_lab.scenarios import Scenario, bundled_scenarios, load_scenario
+from agent_lab.scenarios import Scenario, bundled_scenarios
 
 if TYPE_CHECKING:
     from agent_lab.interfaces.lab import Lab
@@ -117,8 +109,7 @@ async def _compare(
     as_json: bool,
     executor: Executor = "local",
 ) -> int:
-    scenario = load_scenario(name)
-    settings = scenario_settings(options.settings(), scenario, fast=options.fast or fast_from_env())
+    scenario, settings = load_for_run(options, name)
     console = stdout_console()
     started = datetime.now()
     async with open_lab(settings) as lab:
@@ -146,7 +137,7 @@ async def _compare(
         rows = stats_rows(result)
         console.print(metric_table(f"{scenario.name}: median / p90", scenario.modes, rows))
         console.print(f"report: {files.markdown}\n        {files.html}")
-    return EXIT_RUN_FAILED if any(run.errors for run in runs) else EXIT_OK
+    return exit_code(runs)
 
 
 def result_document(result: CompareResult, files: ReportFiles) -> dict[str, Any]:

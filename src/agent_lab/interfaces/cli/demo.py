@@ -8,26 +8,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from agent_lab.interfaces.cli.common import (
-    EXIT_OK,
-    EXIT_RUN_FAILED,
-    LabOptions,
-    fast_from_env,
-    notice,
-    open_lab,
-    run_async,
-    stdout_console,
-)
+from agent_lab.interfaces.cli.common import LabOptions, notice, open_lab, run_async, stdout_console
 from agent_lab.interfaces.cli.compare import (
     MetricStats,
     SessionRun,
+    exit_code,
+    load_for_run,
     run_scenario,
-    scenario_settings,
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, lab_flags
 from agent_lab.interfaces.cli.render import ConversationRenderer, metric_table, tokens_text
-from agent_lab.scenarios import load_scenario
 
 DEMO_HELP = """Run the bundled demo conversation in both tool modes, offline, and compare them.
 
@@ -51,12 +42,11 @@ Examples:
 @lab_flags("fast", *STORE_FLAGS, "local", offline=True)
 def demo(options: LabOptions) -> None:
     """Run the bundled demo scenario in both modes (see ``DEMO_HELP``)."""
-    run_async(lambda: _demo(options, fast=options.fast or fast_from_env()))
+    run_async(lambda: _demo(options))
 
 
-async def _demo(options: LabOptions, *, fast: bool) -> int:
-    scenario = load_scenario("demo")
-    settings = scenario_settings(options.settings(), scenario, fast=fast)
+async def _demo(options: LabOptions) -> int:
+    scenario, settings = load_for_run(options, "demo")
     console = stdout_console()
     runs: list[SessionRun] = []
     async with open_lab(settings) as lab:
@@ -68,7 +58,7 @@ async def _demo(options: LabOptions, *, fast: bool) -> int:
     console.print()
     console.print(demo_table(runs))
     _print_next_steps(console, runs, options)
-    return EXIT_RUN_FAILED if any(run.errors for run in runs) else EXIT_OK
+    return exit_code(runs)
 
 
 def _live(console: Console) -> TurnHooks:

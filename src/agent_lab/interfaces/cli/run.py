@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.protocol import DoneMessage, ErrorMessage
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.interfaces.cli.common import (
@@ -20,10 +20,9 @@ from agent_lab.interfaces.cli.common import (
     notice,
     on_interrupt,
     open_lab,
-    print_error,
+    report_failure,
     require_session,
     run_async,
-    run_failure,
     stdout_console,
 )
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, TURN_FLAGS, lab_flags
@@ -147,33 +146,46 @@ async def _run(
         last = await stream_turn(lab.runtime(), request, sink)
         if isinstance(sink, ConversationRenderer):
             sink.end_line()
-            await _print_cost(lab, sink)
-    if last["type"] == "done":
-        return EXIT_OK
-    code, line = run_failure(last)
-    print_error(line)
-    return code
+            await print_turn_cost(lab, sink, sink.session_id)
+    return EXIT_OK if last["type"] == "done" else report_failure(last)
 
 
-async def _print_cost(lab: Lab, sink: ConversationRenderer) -> None:
-    """The turn's cost (per role) under its conversation."""
-    if sink.session_id is None or lab.store is None:
+async def print_turn_cost(
+    lab: Lab, renderer: ConversationRenderer, session_id: str | None, turn_index: int | None = None
+) -> None:
+    """A stored turn's cost (per role) under its conversation; the session's last turn
+    by default. Nothing without a session or a store, or when the turn made no call."""
+    if session_id is None or lab.store is None:
         return
-    note = await asyncio.to_thread(turn_cost_note, lab.store, sink.session_id, lab.prices)
+    note = await asyncio.to_thread(turn_cost_note, lab.store, session_id, lab.prices, turn_index)
     if note:
-        sink.note(note)
+        renderer.note(note)
 
 
 def build_request(
     lab: Lab, options: LabOptions, message: str, session_id: str | None
 ) -> DebugRunRequest:
     """The request of a turn; a resumed session keeps its mode unless --mode is given."""
+    session_id, mode = resolve_session(lab, options, session_id)
+    return lab.request(message, session_id=session_id, mode=mode)
+
+
+def resolve_session(
+    lab: Lab, options: LabOptions, session_id: str | None
+) -> tuple[str | None, ToolInvocationMode | None]:
+    """The full id of the session to continue (given by its id or a unique prefix;
+    ``None`` starts a new one) and the mode of its turns: --mode, else the session's.
+
+    Raises:
+        CommandFailed: no such session, or an ambiguous prefix.
+        ConfigError: not a known mode.
+    """
     mode = options.mode
     if session_id is not None:
         session = require_session(lab, session_id)
         session_id = str(session["id"])
         mode = mode or session.get("mode")
-    return lab.request(message, session_id=session_id, mode=as_mode(mode))
+    return session_id, as_mode(mode)
 
 
 async def stream_turn(
