@@ -421,6 +421,35 @@ def test_a_tab_opening_a_deleted_session_is_told_so(settings: LabSettings) -> No
     assert [turn["user_message"] for turn in turns] == ["a fresh start"]
 
 
+def test_a_deletion_by_another_process_is_noticed_before_a_turn_runs(
+    settings: LabSettings, lab_home: Path
+) -> None:
+    with served(settings) as srv:
+        url = srv.ws_url + "/ws/sessions/elsewhere"
+        with connect(url, proxy=None) as first:
+            first.send(json.dumps(start_message(lab_of(srv), "hello")))
+            frames_until(first, of_type("turn_completed"))
+            first.send(json.dumps({"type": "close"}))
+            frames_until(first, of_type("detached"))
+        wait_until(lambda: record(srv, "elsewhere")["live"] is False)
+        with connect(url, proxy=None) as tab:
+            tab.send(json.dumps(start_message(lab_of(srv), "")))
+            history = frames_until(tab, of_type("history"))[-1]
+            # Deleted by the CLI (or another worker): this server sends no frame for it.
+            command = [sys.executable, "-m", "agent_lab", "sessions", "delete", "elsewhere"]
+            done = subprocess.run(
+                [*command, "--yes"], capture_output=True, text=True, timeout=60, check=False
+            )
+            tab.send(json.dumps({"type": "user", "content": "are you there?"}))
+            told = frames_until(tab, of_type("error"))
+        gone = httpx.get(srv.base_url + "/api/sessions/elsewhere")
+    assert history["record"] is not None
+    assert done.returncode == 0, done.stderr
+    assert {"type": "deleted", "session_id": "elsewhere"} in told
+    assert told[-1]["field"] == "session"
+    assert gone.status_code == 404  # not re-created as turn 1
+
+
 def test_serve_reads_websocket_frames_up_to_the_web_frame_limit() -> None:
     from agent_lab.interfaces.cli import serve
     from agent_lab.interfaces.web import limits
