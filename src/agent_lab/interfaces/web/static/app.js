@@ -218,8 +218,9 @@ function restoreComposer(text) {
 }
 
 function onError(frame) {
-  if (frame.field === "queue" || frame.field === "rate") {
+  if (frame.field === "queue" || frame.field === "rate" || frame.field === "session") {
     if (frame.field === "queue") restoreComposer(queued.refusedLast());
+    if (frame.field === "session") restoreComposer(state.lastSent);
     toast(frame.message, "error");
     return;
   }
