@@ -23,7 +23,7 @@ from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.interfaces.web import WebOptions, create_app
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
-from tests.web.web_support import ServedLab, lab_settings, served, start_message
+from tests.web.web_support import ServedLab, lab_settings, served, start_message, token_protocol
 
 TOKEN = "a-long-lab-token-0123456789"
 SECRET = "sk-web-SECRET-7c2e9a41d0"
@@ -87,10 +87,6 @@ def test_serve_off_loopback_refuses_an_empty_or_short_token(
 def test_an_empty_token_is_refused_by_create_app(settings: LabSettings) -> None:
     with pytest.raises(ValueError, match="must not be empty"):
         create_app(Lab(settings), token="")
-
-
-def token_protocol(token: str) -> str:
-    return "agent-lab.token." + base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
 
 
 def test_the_socket_token_rides_in_the_subprotocol_header(settings: LabSettings) -> None:

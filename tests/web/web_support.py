@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import threading
 from collections.abc import Iterator
@@ -169,3 +170,8 @@ def served(
         assert served_lab.server is not None
         served_lab.server.should_exit = True
         thread.join(30)
+
+
+def token_protocol(token: str) -> str:
+    """The WebSocket subprotocol that carries ``token`` (next to ``agent-lab``)."""
+    return "agent-lab.token." + base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
