@@ -239,3 +239,16 @@ def test_an_endpoint_without_a_model_says_how_to_name_one(cli: Invoke) -> None:
         "error: no model name for http://127.0.0.1:9/v1: pass --model or set AGENT_LAB_MODEL"
         " (GET http://127.0.0.1:9/v1/models lists them)"
     ]
+
+
+def test_an_endpoint_without_a_model_is_named_without_its_credentials(cli: Invoke) -> None:
+    url = "http://bob:hunter2pw@127.0.0.1:9/v1?api-key=KEY123456"
+    result = cli("run", "hi", OPENAI_BASE_URL=url)
+
+    assert result.exit_code == 2
+    assert result.error_lines == [
+        "error: no model name for http://***@127.0.0.1:9/v1?api-key=***: pass --model or set"
+        " AGENT_LAB_MODEL (GET http://***@127.0.0.1:9/v1/models?api-key=*** lists them)"
+    ]
+    output = result.stdout + result.stderr
+    assert "hunter2pw" not in output and "KEY123456" not in output

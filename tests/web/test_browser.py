@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
 
+from agent_lab.application.pricing import Price
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.infrastructure.tool_backends.backends import local_backends
+from agent_lab.interfaces.settings import SIMULATED_MODEL
 from tests.web.web_support import ServedLab, lab_settings, served
 
 pytestmark = pytest.mark.browser
@@ -62,6 +65,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedLab]:
     home = tmp_path_factory.mktemp("browser-lab")
     registry = ToolRegistry([*builtin_tool_definitions(local_backends(home)), probe_tool()])
     settings = lab_settings(home, simulated_ttft_ms=60, simulated_tokens_per_second=500)
+    # Priced, so the screenshots show what turns cost (an unpriced model says "unknown").
+    price = Price(input_per_mtok=Decimal("0.15"), output_per_mtok=Decimal("0.6"))
+    settings = settings.model_copy(update={"prices": {SIMULATED_MODEL: price}})
     with served(settings, registry=registry) as srv:
         yield srv
 

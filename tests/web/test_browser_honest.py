@@ -114,7 +114,8 @@ def test_the_lab_works_on_a_phone(browser: Browser, lab: ServedLab, shots: Path)
         inside_viewport(page, f".tab[data-view={view}]")
     composer = inside_viewport(page, "#composer-input")
     assert composer["width"] >= 300 and composer["y"] + composer["height"] <= PHONE["height"]
-    inside_viewport(page, "#new-session")
+    for action in ("#new-session", "#end-session", "#explain-turns", "#send", "#cancel-turn"):
+        inside_viewport(page, action)
     send(page, "Search for sqlite wal and set the volume to 20")
     wait_turn_done(page, 2)
     no_horizontal_overflow(page)
@@ -135,8 +136,8 @@ def test_the_lab_works_on_a_phone(browser: Browser, lab: ServedLab, shots: Path)
     page.click(".tab[data-view=sessions]")
     expect(page.locator("#sessions-body tr")).not_to_have_count(0)
     no_horizontal_overflow(page)
-    inside_viewport(page, "#sessions-body tr >> text=Open")
-    inside_viewport(page, "#sessions-body tr >> text=Delete")
+    for action in ("Open", "JSON", "JSONL", "Delete"):
+        inside_viewport(page, f"#sessions-body tr button >> text='{action}'")
     page.screenshot(path=str(shots / "sessions-phone.png"))
 
     page.click(".tab[data-view=compare]")
@@ -215,7 +216,8 @@ def test_compare_goes_turn_by_turn_and_shows_cost_unknown(page: Page) -> None:
     expect(column.locator(".deltas")).to_contain_text("TTFT")
     expect(column.locator(".metric", has_text="cost")).to_contain_text("unknown")
     expect(column.locator(".turn-table td").last).to_have_text("unknown")
-    expect(page.locator(".compare-col .cold")).to_have_count(0)  # the record has no flag yet
+    # B ran on the server's shared client after earlier sessions warmed it: not cold.
+    expect(column.locator(".turn-table .cold")).to_have_count(0)
     page.select_option("#compare-turn", "2")
     expect(column.locator(".deltas")).to_contain_text("only in A")
 
@@ -255,9 +257,18 @@ def test_the_timeline_is_readable_and_shows_the_call(page: Page) -> None:
         assert box is not None and box["width"] >= 9.5
         assert bar.get_attribute("aria-label")
     label = page.locator(".wf-rows .wf-label", has_text="device.volume.adjust")
+    cut = "el => el.scrollWidth > el.clientWidth + 1"
+    page.set_viewport_size(PHONE)  # narrow enough that the label is cut at rest
+    assert label.evaluate(cut)
+    label.hover()
+    assert not label.evaluate(cut)  # the full label on hover
+    page.mouse.move(0, 0)
+    assert label.evaluate(cut)
     label.focus()
-    assert label.evaluate("el => el.scrollWidth <= el.clientWidth + 1")  # the full label
+    assert not label.evaluate(cut)  # and on keyboard focus
+    assert label.get_attribute("tabindex") == "0"
     assert label.get_attribute("title") == "device.volume.adjust"
+    page.set_viewport_size(VIEWPORT)
     legend = page.locator(".wf-markers-legend")
     expect(legend).to_contain_text("turn started")
     expect(legend).to_contain_text("turn completed")
@@ -303,6 +314,10 @@ def test_queued_messages_budget_and_live_figures_are_shown(
     expect(page.locator("#drop-queued")).to_be_hidden()
     budget = page.locator(".notice", has_text="Event budget used up")
     expect(budget).to_have_count(1, timeout=20_000)
+    # Round 2 waits ~900 ms for its first token: the header shows round 1's live figures.
+    expect(usage).to_contain_text("tokens so far")
+    expect(usage).to_contain_text("TTFT")
+    assert "wall 0 ms" not in usage.inner_text()
     wait_turn_done(page, 2)
     expect(page.locator(".msg.user")).to_have_count(1)  # the dropped ones never ran
     expect(usage).to_contain_text("1 turn")
@@ -337,6 +352,8 @@ def test_a_missing_token_is_asked_for_once(browser: Browser, locked_lab: ServedL
         dialog.dismiss()
 
     page.on("dialog", dismiss)
+    sockets: list[str] = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
     count_dialogs(page)
     page.goto(locked_lab.base_url + "/")
     dialog = page.locator("#token-dialog")
@@ -356,6 +373,7 @@ def test_a_missing_token_is_asked_for_once(browser: Browser, locked_lab: ServedL
     wait_turn_done(page, 1)
     assert page.evaluate("window.__asked") == 2 and prompts == []  # no window.prompt at all
     assert "unreachable" not in endpoint.inner_text()
+    assert sockets and all("token" not in url for url in sockets)  # it rides in a header
     context.close()
 
 

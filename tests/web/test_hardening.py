@@ -23,7 +23,7 @@ from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.interfaces.web import WebOptions, create_app
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
-from tests.web.web_support import ServedLab, lab_settings, served, start_message
+from tests.web.web_support import ServedLab, lab_settings, served, start_message, token_protocol
 
 TOKEN = "a-long-lab-token-0123456789"
 SECRET = "sk-web-SECRET-7c2e9a41d0"
@@ -87,10 +87,6 @@ def test_serve_off_loopback_refuses_an_empty_or_short_token(
 def test_an_empty_token_is_refused_by_create_app(settings: LabSettings) -> None:
     with pytest.raises(ValueError, match="must not be empty"):
         create_app(Lab(settings), token="")
-
-
-def token_protocol(token: str) -> str:
-    return "agent-lab.token." + base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
 
 
 def test_the_socket_token_rides_in_the_subprotocol_header(settings: LabSettings) -> None:
@@ -214,7 +210,8 @@ def start_with(lab: Lab, **changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
-        ({"system_prompts": ["x" * 10_000_000]}, "message"),
+        ({"system_prompts": ["x" * 10_000_000]}, "request.system_prompts.0"),
+        ({"padding": "x" * 2_000_000}, "message"),
         ({"system_prompts": ["x" * 60_000]}, "request.system_prompts.0"),
         ({"system_prompts": ["x"] * 21}, "request.system_prompts"),
         ({"user_message": "x" * 100_001}, "request.user_message"),
@@ -394,8 +391,63 @@ def test_a_tab_is_told_when_its_session_is_deleted(settings: LabSettings) -> Non
     assert gone.status_code == 404  # not silently re-created as turn 1
 
 
-def test_serve_caps_websocket_frames_at_the_message_limit() -> None:
+def test_a_tab_opening_a_deleted_session_is_told_so(settings: LabSettings) -> None:
+    with served(settings) as srv:
+        url = srv.ws_url + "/ws/sessions/gone-away"
+        with connect(url, proxy=None) as first:
+            first.send(json.dumps(start_message(lab_of(srv), "hello")))
+            frames_until(first, of_type("turn_completed"))
+            first.send(json.dumps({"type": "close"}))
+            frames_until(first, of_type("detached"))
+        wait_until(lambda: record(srv, "gone-away")["live"] is False)
+        deleted = httpx.delete(srv.base_url + "/api/sessions/gone-away")
+        # A tab that was away (asleep, reloaded) opens it again: told, not re-created.
+        with connect(url, proxy=None) as tab:
+            tab.send(json.dumps({**start_message(lab_of(srv), ""), "resume_from": 12}))
+            notice = frames_until(tab, of_type("deleted", "attached"))[-1]
+            tab.send(json.dumps({"type": "user", "content": "are you there?"}))
+            refused = frames_until(tab, of_type("error"))[-1]
+            # Starting that id again on purpose, with a message, is a new session.
+            tab.send(json.dumps(start_message(lab_of(srv), "a fresh start")))
+            frames_until(tab, of_type("turn_completed"))
+        turns = record(srv, "gone-away")["turns"]
+    assert deleted.status_code == 204
+    assert notice == {"type": "deleted", "session_id": "gone-away"}
+    assert refused["field"] == "session" and "deleted" in refused["message"]
+    assert [turn["user_message"] for turn in turns] == ["a fresh start"]
+
+
+def test_a_deletion_by_another_process_is_noticed_before_a_turn_runs(
+    settings: LabSettings, lab_home: Path
+) -> None:
+    with served(settings) as srv:
+        url = srv.ws_url + "/ws/sessions/elsewhere"
+        with connect(url, proxy=None) as first:
+            first.send(json.dumps(start_message(lab_of(srv), "hello")))
+            frames_until(first, of_type("turn_completed"))
+            first.send(json.dumps({"type": "close"}))
+            frames_until(first, of_type("detached"))
+        wait_until(lambda: record(srv, "elsewhere")["live"] is False)
+        with connect(url, proxy=None) as tab:
+            tab.send(json.dumps(start_message(lab_of(srv), "")))
+            history = frames_until(tab, of_type("history"))[-1]
+            # Deleted by the CLI (or another worker): this server sends no frame for it.
+            command = [sys.executable, "-m", "agent_lab", "sessions", "delete", "elsewhere"]
+            done = subprocess.run(
+                [*command, "--yes"], capture_output=True, text=True, timeout=60, check=False
+            )
+            tab.send(json.dumps({"type": "user", "content": "are you there?"}))
+            told = frames_until(tab, of_type("error"))
+        gone = httpx.get(srv.base_url + "/api/sessions/elsewhere")
+    assert history["record"] is not None
+    assert done.returncode == 0, done.stderr
+    assert {"type": "deleted", "session_id": "elsewhere"} in told
+    assert told[-1]["field"] == "session"
+    assert gone.status_code == 404  # not re-created as turn 1
+
+
+def test_serve_reads_websocket_frames_up_to_the_web_frame_limit() -> None:
     from agent_lab.interfaces.cli import serve
     from agent_lab.interfaces.web import limits
 
-    assert serve.MAX_MESSAGE_CHARS == limits.MAX_MESSAGE_CHARS
+    assert serve.MAX_FRAME_BYTES == limits.MAX_FRAME_BYTES

@@ -11,7 +11,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
-from tests.web.web_support import in_process, receive_until, start_message
+from tests.web.web_support import in_process, receive_until, start_message, token_protocol
 
 WS = "ws://127.0.0.1/ws/sessions/"
 TOKEN = "lab-token-4b1d"
@@ -32,13 +32,16 @@ def test_rest_needs_the_bearer_token(settings: LabSettings) -> None:
     assert page.status_code == 200
 
 
-def test_socket_needs_the_token_query(settings: LabSettings) -> None:
+def test_socket_needs_the_token_in_its_protocol_header_never_in_the_url(
+    settings: LabSettings,
+) -> None:
     with in_process(settings, token=TOKEN) as (client, lab, _):
-        for url in (WS + "t", WS + "t?token=wrong"):
+        for url in (WS + "t", WS + "t?token=wrong", WS + f"t?token={TOKEN}"):
             with pytest.raises(WebSocketDisconnect) as refused, client.websocket_connect(url) as ws:
                 ws.receive_json()
             assert refused.value.code == 4401
-        with client.websocket_connect(WS + f"t?token={TOKEN}") as ws:
+        protocols = ["agent-lab", token_protocol(TOKEN)]
+        with client.websocket_connect(WS + "t", subprotocols=protocols) as ws:
             ws.send_json(start_message(lab, "hello"))
             frames = receive_until(ws, "turn_completed")
     assert frames[0]["type"] == "attached"

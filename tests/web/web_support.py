@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import threading
 from collections.abc import Iterator
@@ -125,15 +126,21 @@ def served(
     registry: ToolRegistry | None = None,
     token: str | None = None,
     options: WebOptions | None = None,
+    ws_max_size: int = 16 * 1024 * 1024,
 ) -> Iterator[ServedLab]:
-    """Serve the web lab with uvicorn on an ephemeral port until the block ends."""
+    """Serve the web lab with uvicorn on an ephemeral port until the block ends.
+
+    ``ws_max_size`` is uvicorn's largest WebSocket message (``agent-lab serve``'s too).
+    """
     served_lab = ServedLab()
     ready = threading.Event()
 
     async def main() -> None:
         async with Lab(settings, registry=registry) as lab:
             app = create_app(lab, token=token, options=options)
-            config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+            config = uvicorn.Config(
+                app, host="127.0.0.1", port=0, log_level="warning", ws_max_size=ws_max_size
+            )
             server = uvicorn.Server(config)
             served_lab.lab, served_lab.server = lab, server
             served_lab.loop = asyncio.get_running_loop()
@@ -163,3 +170,8 @@ def served(
         assert served_lab.server is not None
         served_lab.server.should_exit = True
         thread.join(30)
+
+
+def token_protocol(token: str) -> str:
+    """The WebSocket subprotocol that carries ``token`` (next to ``agent-lab``)."""
+    return "agent-lab.token." + base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")

@@ -18,12 +18,14 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Unpack
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from agent_lab.application.contracts import MAX_EVENT_LOOPS, ToolInvocationMode
 from agent_lab.application.pricing import Price
 from agent_lab.domain.errors import ConfigError
+from agent_lab.infrastructure.openai_compat.secret_mask import redact_url
 
 SIMULATED_MODEL = "agent-lab-sim"
 PROJECT_CONFIG_NAME = "agent-lab.toml"
@@ -117,10 +119,12 @@ class LabSettings(BaseModel):
             return SIMULATED_MODEL
         if self.local:
             return "local"
-        base = (self.base_url or "").rstrip("/")
+        url = self.base_url or ""
+        parts = urlsplit(url)
+        models = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/models"))
         raise ConfigError(
-            f"no model name for {self.base_url}: pass --model or set AGENT_LAB_MODEL"
-            f" (GET {base}/models lists them)"
+            f"no model name for {redact_url(url)}: pass --model or set AGENT_LAB_MODEL"
+            f" (GET {redact_url(models)} lists them)"
         )
 
     def secret_key(self) -> str | None:

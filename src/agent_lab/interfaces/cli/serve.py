@@ -26,8 +26,8 @@ from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flag
 from agent_lab.interfaces.cli.options import HostOption, PortOption
 from agent_lab.interfaces.settings import SIMULATED_MODEL
 
-MAX_MESSAGE_CHARS = 1_000_000
-"""The web lab's largest client message (``agent_lab.interfaces.web.limits``)."""
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+"""The largest WebSocket message uvicorn reads (``agent_lab.interfaces.web.limits``)."""
 MIN_TOKEN_CHARS = 16
 """Shortest --token accepted for a lab reachable from other machines."""
 PUBLIC_ERROR_CHARS = 200
@@ -56,7 +56,7 @@ SERVE_HELP = f"""Serve the web lab: run conversations, watch them live, browse s
 Binding a non-loopback --host requires a token of at least {MIN_TOKEN_CHARS} characters;
 without --token one is generated and printed once. Clients of such a lab may only
 point their sessions at the server's own endpoint and at those given with
---allow-endpoint (or `allow_endpoints` in the `[web]` table of the --config file).
+--allow-endpoint (or `allow_endpoints` in the `\\[web]` table of the --config file).
 
 Examples:
 
@@ -244,18 +244,21 @@ async def _serve_on(
 ) -> int:
     import uvicorn
 
+    from agent_lab.interfaces.web.masking import Masker
+
     async with open_lab(options.settings()) as lab:
         app = create_app(lab, token=binding.token, options=binding.options)
-        # Nothing a client may send is larger (limits.MAX_MESSAGE_CHARS, 4 bytes a char),
-        # so uvicorn need not buffer its default 16 MiB per WebSocket message.
-        ws_max_size = 4 * MAX_MESSAGE_CHARS + 64 * 1024
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", ws_max_size=ws_max_size)
+        # Messages up to MAX_FRAME_BYTES are read, so one over the lab's own limits is
+        # answered with an error frame naming the field; larger ones are closed (1009).
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", ws_max_size=MAX_FRAME_BYTES
+        )
         server = uvicorn.Server(config)
         # Everything built so far lives as long as the server: keep it out of the
         # collector's full passes, which otherwise stall every live session (bench 4).
         gc.collect()
         gc.freeze()
-        typer.echo(lab.endpoint_description)
+        typer.echo(Masker().text(lab.endpoint_description))  # no URL credentials
         if binding.generated:
             typer.echo(f"access token (shown once): {binding.token}")
         typer.echo(f"web lab on {binding.url(sock.getsockname()[1])}  (Ctrl-C to stop)")

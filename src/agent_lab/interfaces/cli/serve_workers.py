@@ -65,7 +65,7 @@ def _worker_main(sock: socket.socket, index: int, options: LabOptions, binding: 
 async def _serve(sock: socket.socket, options: LabOptions, binding: Binding) -> int:
     import uvicorn
 
-    from agent_lab.interfaces.cli.serve import MAX_MESSAGE_CHARS
+    from agent_lab.interfaces.cli.serve import MAX_FRAME_BYTES
     from agent_lab.interfaces.web import create_app
     from agent_lab.interfaces.web.options import WebOptions
 
@@ -73,8 +73,9 @@ async def _serve(sock: socket.socket, options: LabOptions, binding: Binding) -> 
     async with open_lab(options.settings()) as lab:
         lab.runtime_options["claim_wait_seconds"] = HANDOFF_WAIT_SECONDS
         app = create_app(lab, token=binding.token, options=web)
-        ws_max_size = 4 * MAX_MESSAGE_CHARS + 64 * 1024  # as the single-process server
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", ws_max_size=ws_max_size)
+        config = uvicorn.Config(  # as the single-process server
+            app, log_level="warning", lifespan="on", ws_max_size=MAX_FRAME_BYTES
+        )
         server = uvicorn.Server(config)
         gc.collect()
         gc.freeze()  # as the single-process server: keep the collector off live sessions

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,10 +87,21 @@ class RateLimit:
 
 
 class Watchers:
-    """Which connections show which session; ``deleted`` notifies them."""
+    """Which connections show which session; ``deleted`` notifies them and remembers
+    the id (the last ``remembered`` of them), so a tab that opens it later is told too."""
 
-    def __init__(self) -> None:
+    def __init__(self, remembered: int = 10_000) -> None:
         self._by_session: dict[str, set[Callable[[], None]]] = {}
+        self._gone: OrderedDict[str, None] = OrderedDict()
+        self._remembered = remembered
+
+    def was_deleted(self, session_id: str) -> bool:
+        """Deleted in this process and not started again since."""
+        return session_id in self._gone
+
+    def started(self, session_id: str) -> None:
+        """A session with this id runs again: it is no longer a deleted one."""
+        self._gone.pop(session_id, None)
 
     def add(self, session_id: str, on_deleted: Callable[[], None]) -> None:
         self._by_session.setdefault(session_id, set()).add(on_deleted)
@@ -102,5 +114,8 @@ class Watchers:
                 del self._by_session[session_id]
 
     def deleted(self, session_id: str) -> None:
+        self._gone[session_id] = None
+        while len(self._gone) > self._remembered:
+            self._gone.popitem(last=False)
         for notify in list(self._by_session.get(session_id, ())):
             notify()

@@ -32,6 +32,8 @@ from agent_lab.application.runtime import DebugRuntime, RuntimeSession
 from agent_lab.domain.errors import SessionNotFound
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.interfaces.lab import Lab
+from agent_lab.interfaces.web.clients import own_client
+from agent_lab.interfaces.web.cold import ColdStarts
 from agent_lab.interfaces.web.frames import (
     CLOSE_SLOW_CONSUMER,
     Frame,
@@ -288,6 +290,7 @@ class SessionHub:
         self._live: dict[str, LiveSession] = {}
         self._next_offsets: dict[str, int] = {}
         self._lock = asyncio.Lock()
+        self.cold_starts = ColdStarts()
 
     def get(self, session_id: str) -> LiveSession | None:
         """The live session, unless it is absent or already ending."""
@@ -339,7 +342,9 @@ class SessionHub:
     def _new_session(
         self, session_id: str, resumed: ResumePoint, connection: ConnectionOverride | None
     ) -> LiveSession:
-        client = self._client_for(connection)
+        client = own_client(self.lab, connection)
+        own = client is not None
+        self.cold_starts.runtime_started(session_id, resumed.first_turn, own_client=own)
         if client is None:
             runtime = self.lab.runtime()
         else:
@@ -358,24 +363,6 @@ class SessionHub:
             owned_client=client,
             prices=self.lab.prices,
             left_open=resumed.left_open,
-        )
-
-    def _client_for(
-        self, connection: ConnectionOverride | None
-    ) -> OpenAICompatibleChatClient | None:
-        if connection is None or connection.is_empty():
-            return None
-        settings = self.lab.settings
-        base_url = (connection.base_url or "").strip() or self.lab.base_url or ""
-        key = connection.key()
-        if key is None and base_url == self.lab.base_url:
-            key = settings.secret_key()
-        return OpenAICompatibleChatClient(
-            base_url,
-            api_key=key,
-            timeout=settings.timeout,
-            max_retries=settings.max_retries,
-            transport=settings.transport,
         )
 
     def _resume_point(self, session_id: str) -> ResumePoint:

@@ -5,13 +5,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from agent_lab.application.contracts import MAX_EVENT_LOOPS, DebugRunRequest
 
 MAX_MESSAGE_CHARS = 1_000_000
 """One client message (a ``start`` with all its prompts included)."""
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+"""The largest WebSocket message ``agent-lab serve`` reads at all (uvicorn's
+``ws_max_size``): one between this and ``MAX_MESSAGE_CHARS`` gets an error frame naming
+its field, a larger one is closed with 1009 (the page then says it was too large)."""
 MAX_USER_MESSAGE = 100_000
 MAX_PROMPT = 50_000
 MAX_PROMPTS = 20
@@ -31,12 +37,37 @@ class LimitExceeded(ValueError):
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}")
         self.field = field
+        self.problem = problem
 
 
 def check_message_size(text: str) -> None:
-    """Raises ``LimitExceeded`` for a client message over ``MAX_MESSAGE_CHARS``."""
-    if len(text) > MAX_MESSAGE_CHARS:
+    """Raises ``LimitExceeded`` for a client message over ``MAX_MESSAGE_CHARS``.
+
+    The error names the field that made it too long (``request.system_prompts.0``)
+    when the message is a ``start`` whose request shows one, else ``message``.
+    """
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return
+    whole = f"the message is longer than {MAX_MESSAGE_CHARS} characters"
+    culprit = _oversized_field(text)
+    if culprit is None:
         raise LimitExceeded("message", f"longer than {MAX_MESSAGE_CHARS} characters")
+    raise LimitExceeded(culprit.field, f"{culprit.problem} ({whole})")
+
+
+def _oversized_field(text: str) -> LimitExceeded | None:
+    """The first field over its limit in an over-long ``start`` message, if any."""
+    try:
+        message = orjson.loads(text)
+        fields: dict[str, Any] = message["request"] if message.get("type") == "start" else {}
+        request = DebugRunRequest.model_validate({**fields, "session_id": "size-check"})
+    except (orjson.JSONDecodeError, ValidationError, AttributeError, KeyError, TypeError):
+        return None
+    try:
+        check_request(request)
+    except LimitExceeded as exc:
+        return exc
+    return None
 
 
 def check_request(request: DebugRunRequest) -> None:

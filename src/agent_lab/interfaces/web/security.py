@@ -3,8 +3,8 @@
 * With a token, every ``/api`` call needs ``Authorization: Bearer <token>`` (401
   otherwise) and the WebSocket needs it in its ``Sec-WebSocket-Protocol`` header,
   as ``agent-lab.token.<base64url of the token>`` next to ``agent-lab`` (closed with
-  4401 otherwise). ``?token=<token>`` is still accepted for older clients; it lands in
-  access logs. An empty token never matches.
+  4401 otherwise). A ``?token=`` query is refused like a missing token: it would land
+  in access logs. An empty token never matches.
 * ``Host`` must be a loopback name unless a token is set or hosts are configured, so
   a DNS-rebinding page cannot reach a tokenless lab through the victim's browser.
 * A browser WebSocket must come from the page's own origin (closed with 4403
@@ -67,7 +67,7 @@ class RequireToken:
 
 def socket_denial(websocket: WebSocket, token: str | None) -> int | None:
     """The close code to refuse ``websocket`` with, or ``None`` to accept it."""
-    given = protocol_token(websocket.headers) or websocket.query_params.get("token")
+    given = protocol_token(websocket.headers)
     if not token_matches(token, given):
         return CLOSE_UNAUTHORIZED
     if not same_origin(websocket.headers):

@@ -85,6 +85,8 @@ class Connection:
         self.live: LiveSession | None = None
         self.pending: tuple[DebugRunRequest, ConnectionOverride | None] | None = None
         self.deleted = False
+        self.shown_stored = False
+        """A ``history`` frame showed this session as stored (so, gone later = deleted)."""
         self.client = websocket.client.host if websocket.client else "?"
         self._send_lock = asyncio.Lock()
         self._commands: asyncio.Queue[str | None] = asyncio.Queue(_COMMAND_BACKLOG)
@@ -174,6 +176,10 @@ class Connection:
         if live is not None:
             await self._attach(live, command.resume_from, command.stream_id)
             return
+        opening = request is None or not request.user_message.strip()
+        if opening and self.state.watchers.was_deleted(self.session_id):
+            self._on_deleted()  # a tab reopening a session deleted meanwhile
+            return
         if request is None:
             raise ProtocolError("request: required to start a session that is not live")
         if request.user_message.strip():
@@ -242,6 +248,9 @@ class Connection:
     async def _launch(
         self, request: DebugRunRequest, connection: ConnectionOverride | None, *, with_history: bool
     ) -> None:
+        if self.shown_stored and not await self._still_stored():
+            self._on_deleted()  # by another process (CLI, another worker): no frame came
+            raise ProtocolError("this session was deleted; start a new session", "session")
         async with self._send_lock:
             record = await self._read_history(None) if with_history else None
             key = connection.key() if connection is not None else None
@@ -253,6 +262,7 @@ class Connection:
             except SessionLive as exc:
                 live = exc.live
             else:
+                self.state.watchers.started(self.session_id)
                 await self._send(self._attached(live=True))
                 if with_history:
                     await self._send({"type": "history", "record": record, "before_turn": None})
@@ -283,7 +293,7 @@ class Connection:
     async def _read_history(self, before_turn: int | None) -> dict[str, Any] | None:
         store = self.state.store()
         try:
-            return await asyncio.to_thread(
+            record = await asyncio.to_thread(
                 records.session_record,
                 store,
                 self.session_id,
@@ -292,6 +302,13 @@ class Connection:
             )
         except SessionNotFound:
             return None
+        self.shown_stored = True
+        record["calls"] = self.state.hub.cold_starts.flag(self.session_id, record["calls"])
+        return record
+
+    async def _still_stored(self) -> bool:
+        found = await asyncio.to_thread(self.state.store().get_session, self.session_id)
+        return found is not None
 
     def _attached(self, *, live: bool, resumed: bool = False) -> dict[str, Any]:
         current = self.live

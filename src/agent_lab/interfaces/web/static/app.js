@@ -150,7 +150,7 @@ function connectSession(sessionId, firstMessage = "") {
     startCommand,
     onMessage: handleMessage,
     onControl: handleControl,
-    onState: (phase) => setPhase(phase),
+    onState: (phase) => (phase === "too-large" ? tooLarge() : setPhase(phase)),
   });
   state.socket.open(firstMessage);
 }
@@ -202,14 +202,25 @@ function sendTurn() {
   input.value = "";
 }
 
+// The server closed the socket on a message over its frame limit: say so, keep the
+// typed message, and let the next Send open a fresh connection.
+function tooLarge() {
+  state.socket = null;
+  const text = "The request is too large for the server: shorten the system prompts or pre-messages";
+  if (!showFieldError("message", text)) toast(text, "error");
+  restoreComposer(state.lastSent);
+  setPhase("rejected");
+}
+
 function restoreComposer(text) {
   const input = $("#composer-input");
   if (text && !input.value.trim()) input.value = text;
 }
 
 function onError(frame) {
-  if (frame.field === "queue" || frame.field === "rate") {
+  if (frame.field === "queue" || frame.field === "rate" || frame.field === "session") {
     if (frame.field === "queue") restoreComposer(queued.refusedLast());
+    if (frame.field === "session") restoreComposer(state.lastSent);
     toast(frame.message, "error");
     return;
   }
@@ -233,9 +244,7 @@ function handleControl(frame) {
       if (frame.count) toast(`Dropped ${frame.count} queued message${frame.count === 1 ? "" : "s"}`);
       break;
     case "deleted":
-      queued.clear();
-      setPhase("deleted");
-      conversation.notice("This session was deleted in another tab or window. Start a new session to go on.");
+      sessionDeleted();
       break;
     case "history":
       loadHistory(frame.record, frame.truncated);
@@ -256,7 +265,16 @@ function handleControl(frame) {
   }
 }
 
+function sessionDeleted() {
+  queued.clear();
+  setPhase("deleted");
+  conversation.notice("This session was deleted in another tab or window. Start a new session to go on.");
+}
+
 function loadHistory(record, truncated) {
+  // The session this page showed turns of is gone (deleted while this page was away).
+  const shownBefore = Boolean(document.querySelector("#messages .msg.user"));
+  if (!record && shownBefore && state.phase !== "running") return sessionDeleted();
   conversation.reset();
   state.audits = record ? groupAudits(record.audit || []) : new Map();
   state.records = recordsByTurn(record?.records);

@@ -103,7 +103,11 @@ function deltas(record, base, turnIndex) {
     const sign = diff > 0 ? "+" : diff < 0 ? "−" : "±";
     return h("span", { class: `delta ${diff > 0 ? "up" : diff < 0 ? "down" : ""}` }, `${label} ${sign}${format(Math.abs(diff))}`);
   };
-  return h("div", { class: "deltas" }, note, h("span", { class: "delta-label" }, `turn ${turnIndex} vs A`),
+  const coldIn = [["A", base], ["B", record]].filter(([, side]) => coldTurns(side).has(turnIndex)).map(([name]) => name);
+  const coldNote = coldIn.length
+    ? h("div", { class: "cold cold-note" }, `cold start in ${coldIn.join(" and ")}: turn ${turnIndex}'s TTFT includes opening the provider connection`)
+    : null;
+  return h("div", { class: "deltas" }, note, coldNote, h("span", { class: "delta-label" }, `turn ${turnIndex} vs A`),
     delta("wall", b.turn_wall_time_ms, a.turn_wall_time_ms, ms),
     delta("TTFT", firstTtft(record, turnIndex), firstTtft(base, turnIndex), ms),
     delta("tokens", b.total_tokens, a.total_tokens, num),
@@ -119,7 +123,7 @@ function turnTable(record, selected) {
       h("td", { class: "clip", title: turn.user_message || "" }, turn.user_message || ""),
       h("td", { class: "num" }, ms(turn.turn_wall_time_ms)),
       h("td", { class: "num" }, ms(firstTtft(record, turn.turn_index)),
-        cold.has(turn.turn_index) ? h("span", { class: "cold", title: "includes the first model call of the server process (cold start)" }, " cold") : null),
+        cold.has(turn.turn_index) ? h("span", { class: "cold", title: "its first model call opened the provider connection (the first call of the server process or of the session's own endpoint)" }, " cold") : null),
       h("td", { class: "num" }, num(turn.round_count)),
       h("td", { class: "num" }, num(turn.total_tokens)),
       h("td", { class: "num" }, num(turn.tool_count)),

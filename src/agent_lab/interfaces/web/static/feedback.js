@@ -34,10 +34,29 @@ export function showFieldError(field, message) {
   input.setAttribute("aria-invalid", "true");
   const id = `${input.id}-error`;
   input.setAttribute("aria-describedby", id);
-  input.after(h("div", { class: "field-error", id, role: "alert" }, message));
+  input.after(h("div", { class: "field-error", id, role: "alert", title: message }, fieldMessage(field, message)));
   if (input.id !== "tool-list") input.addEventListener("input", () => clearFieldError(input), { once: true });
-  input.closest(".view-lab")?.scrollIntoView?.({ block: "nearest" });
+  revealField(input);
   return true;
+}
+
+// "invalid request — request.chat_agent.temperature: Input should be …" reads, next to
+// its field, "temperature: Input should be …" (the full text stays in the title).
+export function fieldMessage(field, message) {
+  const at = message.indexOf(`${field}: `);
+  if (at < 0) return message;
+  const parts = field.split(".");
+  const last = parts[parts.length - 1];
+  const name = /^\d+$/.test(last) && parts.length > 1 ? `${parts[parts.length - 2]} #${Number(last) + 1}` : last;
+  return `${name}: ${message.slice(at + field.length + 2)}`;
+}
+
+// Bring the field with the error into view (on a phone the configuration sits below the
+// conversation) and focus it, as a form does with its first invalid field.
+function revealField(input) {
+  const box = input.getBoundingClientRect();
+  if (box.top < 0 || box.bottom > window.innerHeight) input.scrollIntoView({ block: "center" });
+  if (input.id !== "composer-input" && typeof input.focus === "function") input.focus({ preventScroll: true });
 }
 
 export function clearFieldError(input) {

@@ -20,7 +20,7 @@ function sessionRow(session, actions) {
     h("td", {}, h("span", { class: `status status-${status}`, title: `last turn: ${status}${failed}` }, status),
       session.live ? h("span", { class: "live-dot", title: "live: a runtime is running this session", "aria-label": "live" }) : null),
     h("td", { class: "opt" }, h("span", { class: `badge mode-${session.mode}` }, session.mode || "?")),
-    h("td", { class: "num" }, num(session.turn_count)),
+    h("td", { class: "num", dataset: { unit: session.turn_count === 1 ? "turn" : "turns" } }, num(session.turn_count)),
     h("td", { class: "num opt" }, num(usage.total_tokens)),
     h("td", { class: "num opt" }, num(usage.cached_tokens)),
     h("td", { class: "num opt" }, num(usage.tool_count)),

@@ -6,6 +6,7 @@ import { askToken, socketProtocols, socketUrl } from "./api.js";
 
 const CLOSE_UNAUTHORIZED = 4401;
 const CLOSE_FORBIDDEN = 4403;
+const CLOSE_TOO_BIG = 1009; // a message over the server's frame limit: resending it would loop
 
 export class SessionSocket {
   constructor(sessionId, { startCommand, onMessage, onControl, onState }) {
@@ -68,6 +69,11 @@ export class SessionSocket {
     if (ws !== this.ws || this.closedByUs) return;
     if (event.code === CLOSE_FORBIDDEN) {
       this.onState("refused");
+      return;
+    }
+    if (event.code === CLOSE_TOO_BIG) {
+      this.closedByUs = true;
+      this.onState("too-large");
       return;
     }
     if (event.code === CLOSE_UNAUTHORIZED && !(await askToken({ retry: true }))) {
