@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import time
 from collections.abc import Callable, Mapping
 from contextlib import closing
 from dataclasses import dataclass
@@ -82,3 +84,20 @@ def copy_database(source_home: Path, target_home: Path) -> None:
         closing(sqlite3.connect(target_home / name)) as target,
     ):
         source.backup(target)
+
+
+def wait_for_lab_url(process: subprocess.Popen[str], timeout: float = 60) -> str:
+    """The base URL (no trailing slash) that ``agent-lab serve`` prints once it listens.
+
+    Raises:
+        AssertionError: the process printed no URL within ``timeout`` or exited first.
+    """
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if line.startswith("web lab on "):
+            return line.split()[3].rstrip("/")
+        if not line and process.poll() is not None:
+            break
+    raise AssertionError("the web lab did not start")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,7 +18,7 @@ from starlette.routing import Route
 
 from agent_lab.interfaces.cli import serve as cli_serve
 from agent_lab.interfaces.cli.serve import is_loopback
-from tests.cli.cli_helpers import Invoke, process_env
+from tests.cli.cli_helpers import Invoke, process_env, wait_for_lab_url
 
 COMMANDS = [
     ("demo",),
@@ -207,21 +206,11 @@ def test_the_web_lab_really_serves(cli_process: Invoke, home: Path) -> None:
         env=process_env(home),
     )
     try:
-        url = _wait_for_url(process)
-        answer = httpx.get(f"{url}api/sessions", trust_env=False, timeout=10)
+        url = wait_for_lab_url(process, timeout=30)
+        answer = httpx.get(f"{url}/api/sessions", trust_env=False, timeout=10)
         assert answer.status_code == 200
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=20) == 0
     finally:
         process.kill()
         process.communicate()
-
-
-def _wait_for_url(process: subprocess.Popen[str]) -> str:
-    assert process.stdout is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if line.startswith("web lab on "):
-            return line.split()[3]
-    raise AssertionError("the web lab did not start")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,7 +14,14 @@ from agent_lab.application.tools import ToolDefinition, ToolExecutionContext, To
 from agent_lab.domain.errors import ProviderHTTPError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, StreamItem
-from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
+from agent_lab.testing import (
+    FunctionChatClient,
+    RecordedCall,
+    ScriptedChatClient,
+    text,
+    text_event,
+    tool_call,
+)
 from tests.runtime.runtime_helpers import audits, collect, deltas, read_until
 
 
@@ -292,33 +299,20 @@ async def test_a_session_started_without_a_message_times_its_first_turn_from_the
     assert outputs[-1] == {"type": "turn_completed", "turn_index": 1, "round_count": 1}
 
 
-class _SelfCancellingClient:
-    """Its first stream asks the runtime to cancel the turn from inside the turn (the
-    session's own task), then waits for ever; later streams answer."""
+@pytest.mark.asyncio
+async def test_cancel_turn_from_inside_the_turn_cancels_it_and_the_session_continues() -> None:
+    asked: list[bool] = []
 
-    def __init__(self) -> None:
-        self.runtime: DebugRuntime | None = None
-        self.asked: list[bool] = []
-
-    async def stream_chat(
-        self,
-        messages: list[ChatMessage],
-        tools: list[dict[str, Any]],
-        params: AgentParams,
-        tool_choice: dict[str, Any] | None = None,
-    ) -> AsyncGenerator[StreamItem, None]:
+    async def model(call: RecordedCall) -> AsyncIterator[StreamItem]:
+        """The first stream asks the runtime to cancel the turn from inside the turn
+        (the session's own task), then waits for ever; later streams answer."""
         yield StreamItem.message_delta("Let me")
-        if not self.asked:
-            assert self.runtime is not None
-            self.asked.append(self.runtime.cancel_turn())
+        if not asked:
+            asked.append(runtime.cancel_turn())
             await asyncio.Event().wait()
         yield StreamItem.message_delta(" answer.")
 
-
-@pytest.mark.asyncio
-async def test_cancel_turn_from_inside_the_turn_cancels_it_and_the_session_continues() -> None:
-    client = _SelfCancellingClient()
-    runtime = client.runtime = DebugRuntime(client)
+    runtime = DebugRuntime(FunctionChatClient(model))
     queues = runtime.start_session(DebugRunRequest(chat_agent=AgentParams(model="m")))
     await queues.input.put("First")
     cancelled = await asyncio.wait_for(read_until(queues, {"error", "turn_completed"}), 5)
@@ -326,7 +320,7 @@ async def test_cancel_turn_from_inside_the_turn_cancels_it_and_the_session_conti
     after = await read_until(queues, {"error", "turn_completed"})
     await runtime.aclose()
 
-    assert client.asked == [True]
+    assert asked == [True]
     assert cancelled[-1]["type"] == "error"
     assert cancelled[-1]["failure_reason"] == "cancelled"
     assert after[-1]["type"] == "turn_completed"

@@ -368,15 +368,21 @@ def test_long_ids_are_not_reflected_and_nosniff_is_everywhere(settings: LabSetti
     assert all(a.headers["x-content-type-options"] == "nosniff" for a in [*answers, *others])
 
 
+def one_closed_turn(srv: ServedLab, session_id: str) -> None:
+    """Run one turn of ``session_id`` in a tab, close the session and wait until it is
+    no longer live (only its stored record is left)."""
+    with connect(srv.ws_url + f"/ws/sessions/{session_id}", proxy=None) as first:
+        first.send(json.dumps(start_message(lab_of(srv), "hello")))
+        frames_until(first, of_type("turn_completed"))
+        first.send(json.dumps({"type": "close"}))
+        frames_until(first, of_type("detached"))
+    wait_until(lambda: record(srv, session_id)["live"] is False)
+
+
 def test_a_tab_is_told_when_its_session_is_deleted(settings: LabSettings) -> None:
     with served(settings) as srv:
         url = srv.ws_url + "/ws/sessions/doomed"
-        with connect(url, proxy=None) as first:
-            first.send(json.dumps(start_message(lab_of(srv), "hello")))
-            frames_until(first, of_type("turn_completed"))
-            first.send(json.dumps({"type": "close"}))
-            frames_until(first, of_type("detached"))
-        wait_until(lambda: record(srv, "doomed")["live"] is False)
+        one_closed_turn(srv, "doomed")
         with connect(url, proxy=None) as tab:
             tab.send(json.dumps(start_message(lab_of(srv), "")))
             frames_until(tab, of_type("history"))
@@ -394,12 +400,7 @@ def test_a_tab_is_told_when_its_session_is_deleted(settings: LabSettings) -> Non
 def test_a_tab_opening_a_deleted_session_is_told_so(settings: LabSettings) -> None:
     with served(settings) as srv:
         url = srv.ws_url + "/ws/sessions/gone-away"
-        with connect(url, proxy=None) as first:
-            first.send(json.dumps(start_message(lab_of(srv), "hello")))
-            frames_until(first, of_type("turn_completed"))
-            first.send(json.dumps({"type": "close"}))
-            frames_until(first, of_type("detached"))
-        wait_until(lambda: record(srv, "gone-away")["live"] is False)
+        one_closed_turn(srv, "gone-away")
         deleted = httpx.delete(srv.base_url + "/api/sessions/gone-away")
         # A tab that was away (asleep, reloaded) opens it again: told, not re-created.
         with connect(url, proxy=None) as tab:
@@ -422,12 +423,7 @@ def test_a_deletion_by_another_process_is_noticed_before_a_turn_runs(
 ) -> None:
     with served(settings) as srv:
         url = srv.ws_url + "/ws/sessions/elsewhere"
-        with connect(url, proxy=None) as first:
-            first.send(json.dumps(start_message(lab_of(srv), "hello")))
-            frames_until(first, of_type("turn_completed"))
-            first.send(json.dumps({"type": "close"}))
-            frames_until(first, of_type("detached"))
-        wait_until(lambda: record(srv, "elsewhere")["live"] is False)
+        one_closed_turn(srv, "elsewhere")
         with connect(url, proxy=None) as tab:
             tab.send(json.dumps(start_message(lab_of(srv), "")))
             history = frames_until(tab, of_type("history"))[-1]

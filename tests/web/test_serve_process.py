@@ -4,13 +4,11 @@ the subprotocol header, and an oversized start is answered with an error naming 
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,9 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 from websockets.typing import Subprotocol
+
+from tests.cli.cli_helpers import wait_for_lab_url
+from tests.web.web_support import token_protocol
 
 TOKEN = "serve-process-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -34,7 +35,7 @@ def lab_url(lab_home: Path) -> Iterator[str]:
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
     try:
-        yield wait_for_url(process)
+        yield wait_for_lab_url(process)
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
     finally:
@@ -42,21 +43,8 @@ def lab_url(lab_home: Path) -> Iterator[str]:
         process.communicate()
 
 
-def wait_for_url(process: subprocess.Popen[str]) -> str:
-    assert process.stdout is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if line.startswith("web lab on "):
-            return line.split()[3].rstrip("/")
-        if not line and process.poll() is not None:
-            break
-    raise AssertionError("the web lab did not start")
-
-
 def protocols() -> list[Subprotocol]:
-    encoded = base64.urlsafe_b64encode(TOKEN.encode()).decode().rstrip("=")
-    return [Subprotocol("agent-lab"), Subprotocol("agent-lab.token." + encoded)]
+    return [Subprotocol("agent-lab"), Subprotocol(token_protocol(TOKEN))]
 
 
 def start(url: str, text: str, **request_changes: Any) -> dict[str, Any]:
