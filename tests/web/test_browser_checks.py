@@ -92,7 +92,9 @@ def test_compare_flags_cold_starts_and_shows_cost_of_a_real_run(
     page.context.close()
 
 
-def test_a_session_with_its_own_endpoint_starts_cold(lab_home: Path) -> None:
+def test_a_session_with_its_own_endpoint_starts_cold_also_after_a_restart(
+    lab_home: Path,
+) -> None:
     provider = SSETranscriptServer(chat_reply("one"), chat_reply("two"), chat_reply("three"))
     with provider, served(lab_settings(lab_home)) as srv:
         for session_id, connection in (
@@ -107,7 +109,10 @@ def test_a_session_with_its_own_endpoint_starts_cold(lab_home: Path) -> None:
                 ws.send(json.dumps({"type": "user", "content": "again"}))
                 frames_until(ws, of_type("turn_completed"))
         flagged = {name: cold_keys(srv, name) for name in ("shared-1", "shared-2", "own")}
+    with served(lab_settings(lab_home)) as restarted:  # the flag is stored with the turn
+        reopened = {name: cold_keys(restarted, name) for name in flagged}
     assert flagged == {"shared-1": ["chat:1:1"], "shared-2": [], "own": ["chat:1:1"]}
+    assert reopened == flagged
 
 
 @pytest.mark.browser

@@ -33,7 +33,6 @@ from agent_lab.domain.errors import SessionNotFound
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.web.clients import own_client
-from agent_lab.interfaces.web.cold import ColdStarts
 from agent_lab.interfaces.web.frames import (
     CLOSE_SLOW_CONSUMER,
     Frame,
@@ -290,7 +289,6 @@ class SessionHub:
         self._live: dict[str, LiveSession] = {}
         self._next_offsets: dict[str, int] = {}
         self._lock = asyncio.Lock()
-        self.cold_starts = ColdStarts()
 
     def get(self, session_id: str) -> LiveSession | None:
         """The live session, unless it is absent or already ending."""
@@ -343,8 +341,6 @@ class SessionHub:
         self, session_id: str, resumed: ResumePoint, connection: ConnectionOverride | None
     ) -> LiveSession:
         client = own_client(self.lab, connection)
-        own = client is not None
-        self.cold_starts.runtime_started(session_id, resumed.first_turn, own_client=own)
         if client is None:
             runtime = self.lab.runtime()
         else:

@@ -56,7 +56,8 @@ def session_record(
     prices: PriceTable | None = None,
 ) -> dict[str, Any]:
     """A session's transcript, audit trail (with offsets), per-turn metrics and usage,
-    its turn ``records`` (what the page renders a turn from) and ``unreported_calls``:
+    its turn ``records`` (what the page renders a turn from; with ``prices``, each call's
+    ``cold_start`` comes from them) and ``unreported_calls``:
     calls of interrupted batches that the next turn will report (uncertain effects).
 
     Args:
@@ -86,6 +87,7 @@ def session_record(
     if prices is not None:
         calls, turns, usage["session"] = _priced(calls, turns, usage["session"], prices)
         turn_rows = turn_records(store, session_id, prices)
+        calls = _with_cold_starts(calls, turn_rows)
         if before_turn is not None:
             turn_rows = [row for row in turn_rows if row["turn_index"] < before_turn]
     unreported = unreported_calls(store.list_unreported_batches(session_id))
@@ -123,6 +125,20 @@ def _priced(
         for turn in turns
     ]
     return priced_calls, priced_turns, {**totals, "cost": _float(costs.session.total.amount)}
+
+
+def _with_cold_starts(
+    calls: list[dict[str, Any]], turn_rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``calls`` with ``cold_start``: the turn record says the call was cold (it waited
+    for client warm-up, or was the first call of its client in its process)."""
+    cold = {
+        call["metric_key"]
+        for row in turn_rows
+        for call in row.get("model_calls", [])
+        if call.get("cold")
+    }
+    return [{**call, "cold_start": call["metric_key"] in cold} for call in calls]
 
 
 def _float(amount: Decimal | None) -> float | None:

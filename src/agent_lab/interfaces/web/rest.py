@@ -148,7 +148,6 @@ async def _record(state: WebState, session_id: str, audit_after: int) -> dict[st
         )
     except SessionNotFound:
         raise HTTPException(404, detail=_NOT_FOUND) from None
-    record["calls"] = state.hub.cold_starts.flag(session_id, record["calls"])
     masked: dict[str, Any] = state.masker.value(record)
     return masked
 

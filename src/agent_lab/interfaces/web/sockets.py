@@ -303,7 +303,6 @@ class Connection:
         except SessionNotFound:
             return None
         self.shown_stored = True
-        record["calls"] = self.state.hub.cold_starts.flag(self.session_id, record["calls"])
         return record
 
     async def _still_stored(self) -> bool:
