@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest
+from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.domain.messages import StreamItem
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
@@ -88,14 +89,22 @@ class _Ticker:
         self._task.cancel()
 
 
+async def _after_one_turn(
+    tmp_path: Path, *, busy_timeout_ms: int
+) -> tuple[ThreadNotingStore, DebugRuntime, RuntimeQueues]:
+    """A dual_agent session on a fresh store whose first turn has ended."""
+    store = ThreadNotingStore(tmp_path / "lab.sqlite3", busy_timeout_ms=busy_timeout_ms)
+    runtime = DebugRuntime(_model("dual_agent"), registry=_registry([]), session_store=store)
+    queues = runtime.start_session(_request("dual_agent"))
+    await _until(queues, {"turn_completed", "error"})
+    return store, runtime, queues
+
+
 @pytest.mark.asyncio
 async def test_a_held_lock_is_waited_for_in_a_worker_thread_and_fails_as_locked(
     tmp_path: Path,
 ) -> None:
-    store = ThreadNotingStore(tmp_path / "lab.sqlite3", busy_timeout_ms=500)
-    runtime = DebugRuntime(_model("dual_agent"), registry=_registry([]), session_store=store)
-    queues = runtime.start_session(_request("dual_agent"))
-    await _until(queues, {"turn_completed", "error"})
+    store, runtime, queues = await _after_one_turn(tmp_path, busy_timeout_ms=500)
     holder = _hold(store.path)
     ticker = _Ticker()
     try:
@@ -125,10 +134,7 @@ async def test_a_held_lock_is_waited_for_in_a_worker_thread_and_fails_as_locked(
 async def test_a_lock_released_while_the_worker_waits_lets_the_turn_complete(
     tmp_path: Path,
 ) -> None:
-    store = ThreadNotingStore(tmp_path / "lab.sqlite3", busy_timeout_ms=10_000)
-    runtime = DebugRuntime(_model("dual_agent"), registry=_registry([]), session_store=store)
-    queues = runtime.start_session(_request("dual_agent"))
-    await _until(queues, {"turn_completed", "error"})
+    store, runtime, queues = await _after_one_turn(tmp_path, busy_timeout_ms=10_000)
     holder = _hold(store.path)
     ticker = _Ticker()
     await queues.input.put("second turn")
