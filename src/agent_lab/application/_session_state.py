@@ -69,11 +69,6 @@ class TurnState:
     recovered: tuple[str, ...] = ()
     """Journal ids of interrupted batches this turn reported to the model."""
 
-    @property
-    def cut_short(self) -> tuple[int, str] | None:
-        """The round and shown text of a chat stream the turn ended in the middle of."""
-        return (self.round_index, "".join(self.streaming_text)) if self.streaming_text else None
-
 
 @dataclass(frozen=True)
 class TurnOutcome:
