@@ -44,12 +44,13 @@ def session_finished(
     *,
     failure: AgentLabError | None = None,
     unfinished: Sequence[ChatMessage] = (),
+    cut_short: tuple[int, str] | None = None,
 ) -> Details:
     """One-shot runs say how their turn ended (and why, see ``turn_closing``); a
     session's close says nothing more."""
     if status is None:
         return {}
-    return {"status": status, **turn_closing(failure, unfinished)}
+    return {"status": status, **turn_closing(failure, unfinished, cut_short)}
 
 
 def turn_started(turn_index: int) -> Details:
@@ -63,24 +64,33 @@ def turn_completed(
     *,
     failure: AgentLabError | None = None,
     unfinished: Sequence[ChatMessage] = (),
+    cut_short: tuple[int, str] | None = None,
 ) -> Details:
     return {
         "turn_index": turn_index,
         "round_count": round_count,
         "status": status,
-        **turn_closing(failure, unfinished),
+        **turn_closing(failure, unfinished, cut_short),
     }
 
 
-def turn_closing(failure: AgentLabError | None, unfinished: Sequence[ChatMessage]) -> Details:
-    """What closes a turn that did not complete: why, and the results of the batch it
-    left unfinished that were shown (and made durable) before it ended."""
+def turn_closing(
+    failure: AgentLabError | None,
+    unfinished: Sequence[ChatMessage],
+    cut_short: tuple[int, str] | None = None,
+) -> Details:
+    """What closes a turn that did not complete: why, the results of the batch it left
+    unfinished that were shown (and made durable) before it ended, and the text of a
+    chat stream it ended in the middle of (shown to the user, never answered in full)."""
     details: Details = {}
     if failure is not None:
         details["failure_reason"] = failure.failure_reason
         details["failure_message"] = kept_failure_message(failure)
     if unfinished:
         details["unfinished_results"] = [_shown_result(message) for message in unfinished]
+    if cut_short is not None:
+        round_index, content = cut_short
+        details["cut_short_answer"] = {"round_index": round_index, "content": content}
     return details
 
 

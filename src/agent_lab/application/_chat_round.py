@@ -48,6 +48,9 @@ class ChatRoundRequest:
     started: float
     """Clock reading at the round's start."""
     measure_provider_ttft: bool
+    shown: list[str] = field(default_factory=list)
+    """Where the round's visible deltas go: the turn keeps them, so a turn that ends
+    mid-stream can say what it showed."""
 
 
 @dataclass
@@ -75,7 +78,9 @@ class _RoundStream:
         self.auditor = auditor
         self.request = request
         self.requested_at = requested_at
-        self.streamed = StreamedRound(call=ModelCall(model=request.params.model))
+        self.streamed = StreamedRound(
+            call=ModelCall(model=request.params.model), parts=request.shown
+        )
         self._measure = request.measure_provider_ttft
 
     def _first_item(self) -> None:

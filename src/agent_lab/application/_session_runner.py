@@ -224,7 +224,10 @@ class SessionRunner:
         ended = await self.auditor.emit(
             "session_finished",
             _audit_details.session_finished(
-                outcome.status, failure=outcome.failure, unfinished=turn.unfinished
+                outcome.status,
+                failure=outcome.failure,
+                unfinished=turn.unfinished,
+                cut_short=turn.cut_short,
             ),
         )
         outcome = await self._close_turn(turn, outcome, ended)
@@ -255,6 +258,7 @@ class SessionRunner:
                     outcome.status,
                     failure=outcome.failure,
                     unfinished=turn.unfinished,
+                    cut_short=turn.cut_short,
                 ),
             )
             outcome = await self._close_turn(turn, outcome, ended)

@@ -64,8 +64,15 @@ class TurnState:
     """The open batch's results made durable so far, by call id."""
     unfinished: Sequence[ChatMessage] = ()
     """Results of the batch the turn abandoned that were made durable before it ended."""
+    streaming_text: list[str] = field(default_factory=list)
+    """The deltas shown of the round streaming now, until its response is audited."""
     recovered: tuple[str, ...] = ()
     """Journal ids of interrupted batches this turn reported to the model."""
+
+    @property
+    def cut_short(self) -> tuple[int, str] | None:
+        """The round and shown text of a chat stream the turn ended in the middle of."""
+        return (self.round_index, "".join(self.streaming_text)) if self.streaming_text else None
 
 
 @dataclass(frozen=True)

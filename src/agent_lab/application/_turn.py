@@ -230,6 +230,7 @@ class TurnEngine:
             seen_call_ids=session.seen_call_ids,
             started=started,
             measure_provider_ttft=session.recorder.persistent,
+            shown=turn.streaming_text,
         )
         return request, requested_at
 
@@ -258,6 +259,7 @@ class TurnEngine:
             ),
             now=answered_at,
         )
+        turn.streaming_text = []  # the response audit holds the round's text now
 
     def _round_context(self, turn: TurnState) -> RoundContext:
         services = self.deps.event_services()
