@@ -248,7 +248,7 @@ class TurnEngine:
                 self.session.mode,
                 content=streamed.content,
                 events=streamed.events,
-                raw_chunks=call.raw_chunks,
+                raw_chunks=call.decoded_chunks(keep_texts=self.session.recorder.persistent),
                 chunk_offsets_ms=call.chunk_offsets_ms,
                 usage=call.usage,
                 visible_ttft_ms=streamed.ttft_ms,

@@ -1,8 +1,11 @@
-"""``CompactQueue``: an ``asyncio.Queue`` that allocates what it rarely needs only when needed."""
+"""``CompactQueue``: an ``asyncio.Queue`` that allocates what it rarely needs only when
+needed; ``SparseQueue``: one that holds no deque at all while it is empty and nobody
+waits."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -53,3 +56,63 @@ class CompactQueue(asyncio.Queue[T]):
             if self._finished is _NOBODY_JOINS:
                 self._finished = asyncio.Event()  # not set: items are unfinished
             await self._finished.wait()
+
+
+_NO_ITEMS: tuple[()] = ()
+"""Stands in for the items of an empty ``SparseQueue``."""
+
+
+class SparseQueue(CompactQueue[T]):
+    """A ``CompactQueue`` for queues that are empty most of the time, such as a
+    session's input: while nothing is queued and nobody waits it holds no deque (a
+    deque is about 0.7 KiB and an object the collector tracks); the items' deque is
+    made by the first ``put`` and the waiters' by the first ``get`` that has to wait,
+    and each is dropped once empty again.
+
+    Same behaviour as ``asyncio.Queue``; ``get`` is its own (the waiters' deque may come
+    and go while it waits), so it costs a little more per call: meant for queues of a
+    few items per turn, not for a stream of deltas."""
+
+    def __init__(self, maxsize: int = 0) -> None:
+        super().__init__(maxsize)
+        self._getters: Any = _NO_WAITERS
+
+    def _init(self, maxsize: int) -> None:
+        self._queue: Any = _NO_ITEMS
+
+    def _put(self, item: T) -> None:
+        if self._queue is _NO_ITEMS:
+            self._queue = deque()
+        self._queue.append(item)
+
+    def _get(self) -> T:
+        queue = self._queue
+        item: T = queue.popleft()
+        if not queue:
+            self._queue = _NO_ITEMS
+        return item
+
+    async def get(self) -> T:
+        """Remove and return an item, waiting until one is available."""
+        while self.empty():
+            getters = self._getters
+            if getters is _NO_WAITERS:
+                getters = self._getters = deque()
+            getter = self._get_loop().create_future()  # type: ignore[attr-defined]
+            getters.append(getter)
+            try:
+                await getter
+            except BaseException:
+                getter.cancel()  # in case it is not done yet
+                if getter in self._getters:
+                    self._getters.remove(getter)
+                if not self.empty() and not getter.cancelled():
+                    self._wakeup_next(self._getters)  # type: ignore[attr-defined]
+                self._drop_empty_getters()
+                raise
+        self._drop_empty_getters()
+        return self.get_nowait()
+
+    def _drop_empty_getters(self) -> None:
+        if not self._getters:
+            self._getters = _NO_WAITERS
