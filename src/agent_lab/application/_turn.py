@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, assert_never
+from dataclasses import dataclass
+from typing import Any, Protocol, assert_never
 
 from agent_lab.application import _audit_details, _outputs, _policies
 from agent_lab.application._audit import Auditor
@@ -65,15 +64,31 @@ class TurnLimits:
 DEFAULT_TURN_LIMITS = TurnLimits()
 
 
-@dataclass(slots=True)
-class EngineDeps:
-    client: ChatClient
-    registry: ToolRegistry
-    queues: RuntimeQueues
-    auditor: Auditor
-    event_services: Callable[[], EventServices]
-    """Made on the first round with tool calls: most turns only stream an answer."""
-    limits: TurnLimits = field(default_factory=lambda: DEFAULT_TURN_LIMITS)
+class EngineDeps(Protocol):
+    """What the engine uses of the session around it (the session's runner)."""
+
+    @property
+    def client(self) -> ChatClient: ...
+
+    @property
+    def registry(self) -> ToolRegistry: ...
+
+    @property
+    def queues(self) -> RuntimeQueues: ...
+
+    @property
+    def auditor(self) -> Auditor: ...
+
+    @property
+    def limits(self) -> TurnLimits: ...
+
+    def event_services(self) -> EventServices:
+        """Made on the first round with tool calls: most turns only stream an answer."""
+        ...
+
+
+def default_turn_limits() -> TurnLimits:
+    return DEFAULT_TURN_LIMITS
 
 
 class TurnEngine:
