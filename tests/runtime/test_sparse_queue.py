@@ -8,7 +8,7 @@ from collections import deque
 
 import pytest
 
-from agent_lab.application.compact_queue import SparseQueue
+from agent_lab.application.compact_queue import CompactQueue, SparseQueue
 from agent_lab.application.queues import RuntimeQueues
 
 
@@ -111,3 +111,32 @@ def test_a_runtime_takes_its_input_and_events_on_sparse_queues() -> None:
     assert isinstance(queues.input, SparseQueue)
     assert isinstance(queues.events, SparseQueue)
     assert not isinstance(queues.output, SparseQueue)  # a stream of deltas: no own get()
+
+
+@pytest.mark.asyncio
+async def test_a_compact_queue_completes_an_item_when_it_is_taken() -> None:
+    queue: CompactQueue[dict[str, int]] = CompactQueue()
+    first, second, dropped = {"n": 1}, {"n": 2}, {"n": 3}
+    queue.complete_when_taken(first, lambda: first.update(done=1))
+    queue.put_nowait(first)
+    queue.complete_when_taken(second, lambda: second.update(done=2))
+    await queue.put(second)
+    queue.complete_when_taken(dropped, lambda: dropped.update(done=3))
+    queue.forget_completion(dropped)  # it was never put
+    assert "done" not in first and "done" not in second  # nothing done while queued
+
+    assert queue.get_nowait() == {"n": 1, "done": 1}
+    assert await queue.get() == {"n": 2, "done": 2}
+    queue.put_nowait(dropped)
+    assert queue.get_nowait() == {"n": 3}
+
+
+@pytest.mark.asyncio
+async def test_a_sparse_queue_completes_an_item_when_it_is_taken() -> None:
+    queue: SparseQueue[dict[str, int]] = SparseQueue()
+    item = {"n": 1}
+    queue.complete_when_taken(item, lambda: item.update(done=1))
+    getter = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    queue.put_nowait(item)
+    assert await getter == {"n": 1, "done": 1}

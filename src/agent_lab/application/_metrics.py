@@ -139,6 +139,19 @@ _MARK = struct.Struct("=Qd")
 """A raw chunk's mark: where its JSON text ends, and when it arrived."""
 
 
+class RawChunks:
+    """Fills a response audit's ``raw_chunks`` with the call's decoded chunks, when
+    called (the audit's ``complete``: see ``Auditor.emit``)."""
+
+    __slots__ = ("_call", "_details", "_keep_texts")
+
+    def __init__(self, call: ModelCall, details: dict[str, Any], *, keep_texts: bool) -> None:
+        self._call, self._details, self._keep_texts = call, details, keep_texts
+
+    def __call__(self) -> None:
+        self._details["raw_chunks"] = self._call.decoded_chunks(keep_texts=self._keep_texts)
+
+
 class ClientCalls:
     """Which client objects this process has already called (for the ``cold`` flag)."""
 

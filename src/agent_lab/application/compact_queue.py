@@ -5,10 +5,14 @@ waits."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+logger = logging.getLogger("agent_lab.application.runtime")
 
 _NO_WAITERS: tuple[()] = ()
 """Stands in for the putters of an unbounded queue: nobody ever waits to put."""
@@ -42,7 +46,15 @@ class CompactQueue(asyncio.Queue[T]):
     shared stand-in for the ``join()`` event until someone joins. Same behaviour as
     ``asyncio.Queue``, and the same methods (none of ``put``/``get`` is wrapped, so a
     delta costs what it costs on a plain queue).
+
+    An item can be completed when it is taken (``complete_when_taken``): the runtime
+    fills in the decoded raw chunks of a response audit then, in the consumer's step,
+    so they live only as long as the consumer keeps the message, not for as long as
+    the message waits in the queue.
     """
+
+    _completions: dict[int, Callable[[], object]] | None = None
+    """What completes each waiting item that has something left to do, by ``id``."""
 
     def __init__(self, maxsize: int = 0) -> None:
         super().__init__(maxsize)
@@ -56,6 +68,32 @@ class CompactQueue(asyncio.Queue[T]):
             if self._finished is _NOBODY_JOINS:
                 self._finished = asyncio.Event()  # not set: items are unfinished
             await self._finished.wait()
+
+    def complete_when_taken(self, item: T, complete: Callable[[], object]) -> None:
+        """Call ``complete()`` when ``item``, put next, is taken, just before it is
+        handed out (``get`` or ``get_nowait``); ``forget_completion`` if it is not put."""
+        if self._completions is None:
+            self._completions = {}
+        self._completions[id(item)] = complete
+
+    def forget_completion(self, item: T) -> None:
+        if self._completions is not None:
+            self._completions.pop(id(item), None)
+
+    def _get(self) -> T:
+        item: T = self._queue.popleft()  # type: ignore[attr-defined]  # asyncio.Queue's deque
+        if self._completions:
+            self._complete(item)
+        return item
+
+    def _complete(self, item: T) -> None:
+        assert self._completions is not None
+        complete = self._completions.pop(id(item), None)
+        if complete is not None:
+            try:
+                complete()
+            except Exception:  # the item still goes out, as it is
+                logger.exception("completing a queued output failed")
 
 
 _NO_ITEMS: tuple[()] = ()
@@ -90,6 +128,8 @@ class SparseQueue(CompactQueue[T]):
         item: T = queue.popleft()
         if not queue:
             self._queue = _NO_ITEMS
+        if self._completions:
+            self._complete(item)
         return item
 
     async def get(self) -> T:
