@@ -140,3 +140,20 @@ async def test_a_sparse_queue_completes_an_item_when_it_is_taken() -> None:
     await asyncio.sleep(0)
     queue.put_nowait(item)
     assert await getter == {"n": 1, "done": 1}
+
+
+@pytest.mark.asyncio
+async def test_an_item_whose_completion_fails_still_goes_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    queue: CompactQueue[dict[str, int]] = CompactQueue()
+    item = {"n": 1}
+
+    def fail() -> None:
+        raise ValueError("boom")
+
+    queue.complete_when_taken(item, fail)
+    queue.put_nowait(item)
+    with caplog.at_level("ERROR", logger="agent_lab.application.runtime"):
+        assert await queue.get() == {"n": 1}
+    assert "completing a queued output failed" in caplog.text

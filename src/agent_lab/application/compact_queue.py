@@ -82,18 +82,19 @@ class CompactQueue(asyncio.Queue[T]):
 
     def _get(self) -> T:
         item: T = self._queue.popleft()  # type: ignore[attr-defined]  # asyncio.Queue's deque
-        if self._completions:
-            self._complete(item)
+        completions = self._completions
+        if completions:
+            complete = completions.pop(id(item), None)
+            if complete is not None:
+                _run(complete)
         return item
 
-    def _complete(self, item: T) -> None:
-        assert self._completions is not None
-        complete = self._completions.pop(id(item), None)
-        if complete is not None:
-            try:
-                complete()
-            except Exception:  # the item still goes out, as it is
-                logger.exception("completing a queued output failed")
+
+def _run(complete: Callable[[], object]) -> None:
+    try:
+        complete()
+    except Exception:  # the item still goes out, as it is
+        logger.exception("completing a queued output failed")
 
 
 _NO_ITEMS: tuple[()] = ()
@@ -128,8 +129,11 @@ class SparseQueue(CompactQueue[T]):
         item: T = queue.popleft()
         if not queue:
             self._queue = _NO_ITEMS
-        if self._completions:
-            self._complete(item)
+        completions = self._completions
+        if completions:
+            complete = completions.pop(id(item), None)
+            if complete is not None:
+                _run(complete)
         return item
 
     async def get(self) -> T:
