@@ -68,6 +68,24 @@ def test_show_names_the_reason_and_message_of_a_failed_turn(cli_process: Invoke)
     assert "✗ provider_error" in shown.stdout and "model is sleeping" in shown.stdout
 
 
+def test_explain_names_an_answer_shown_but_cut_off_before_it_was_stored(
+    cli_process: Invoke,
+) -> None:
+    half = {"choices": [{"index": 0, "delta": {"content": "The bridge was "}}]}
+    with SSETranscriptServer() as server:
+        server.add(ScriptedResponse.sse(half, done=False, abort=True))
+        run = cli_process("run", "Hello", "--json", "--base-url", server.base_url, "--model", "m-1")
+    session_id = _session_of(run.stdout)
+
+    shown = cli_process("sessions", "show", session_id)
+    explained = cli_process("sessions", "show", session_id, "--explain")
+
+    assert run.exit_code != 0
+    assert "turn 1 · failed" in shown.stdout and "The bridge was" in shown.stdout
+    assert explained.exit_code == 0, explained.stderr
+    assert "shown but not stored (round 1): The bridge was" in explained.stdout
+
+
 def test_cost_is_unknown_without_a_price_never_zero(cli_process: Invoke, dual_session: str) -> None:
     shown = cli_process("sessions", "show", dual_session)
 

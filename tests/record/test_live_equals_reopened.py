@@ -227,3 +227,70 @@ async def test_a_failure_message_is_stored_without_an_echoed_credential(
     assert record.failure is not None and "bad key ***" in record.failure.message
     assert_same_records([record], reopened(database, session_id))
     assert not stored_anywhere(database, encoded)
+
+
+def _deltas(*texts: str) -> list[dict[str, Any]]:
+    return [
+        {"choices": [{"index": 0, "delta": {"content": t}, "finish_reason": None}]} for t in texts
+    ]
+
+
+def _broken_off(*texts: str) -> ScriptedResponse:
+    """A stream that shows ``texts`` and then loses its connection: no end, no usage."""
+    return ScriptedResponse.sse(*_deltas(*texts), done=False, abort=True)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["dual_agent", "chat_agent_tools"])
+async def test_a_stream_broken_off_mid_answer_keeps_the_text_the_user_saw(
+    sse_server: SSETranscriptServer, tmp_path: Path, mode: str
+) -> None:
+    database = tmp_path / "sessions.sqlite3"
+    sse_server.add(_broken_off("The bridge was ", "built in "))
+    outputs, live, session_id = await run_once(
+        sse_server.base_url, database, request(mode, []), ToolRegistry()
+    )
+
+    assert outputs[-1]["type"] == "error"
+    assert spoken(outputs) == "The bridge was built in "
+    [record] = live.records()
+    assert_same_records([record], reopened(database, session_id))
+    assert record.status == "failed" and record.failure is not None
+    assert record.failure.reason.startswith("provider_error")
+    assert [(r.text, r.status) for r in record.rounds] == [("The bridge was built in ", "failed")]
+    with SQLiteSessionStore(database) as store:
+        assert [m["role"] for m in store.list_messages(session_id)] == ["user"]
+
+
+@pytest.mark.asyncio
+async def test_a_turn_cancelled_mid_answer_keeps_the_text_the_user_saw(
+    sse_server: SSETranscriptServer, tmp_path: Path
+) -> None:
+    database = tmp_path / "sessions.sqlite3"
+    words = ("The bridge ", "was ", "built ", "in ", "1343.")
+    sse_server.add(ScriptedResponse.sse(*_deltas(*words), pause=0.5))
+    live = LiveRecords()
+    outputs: list[dict[str, Any]] = []
+    async with OpenAICompatibleChatClient(sse_server.base_url, max_retries=0) as client:
+        with SQLiteSessionStore(database) as store:
+            runtime = DebugRuntime(client, registry=ToolRegistry(), session_store=store)
+            async with runtime.session(request("dual_agent", [])) as session:
+                async for output in session:
+                    outputs.append(dict(output))
+                    live.feed(output)
+                    if output["type"] == "message_delta" and spoken(outputs) == "The bridge was ":
+                        assert runtime.cancel_turn()
+                    if output["type"] == "error":
+                        break
+                await session.close()
+                async for output in session:
+                    outputs.append(dict(output))
+                    live.feed(output)
+    session_id = next(o["session_id"] for o in outputs if o.get("session_id"))
+
+    assert spoken(outputs) == "The bridge was "
+    [record] = live.records()
+    assert_same_records([record], reopened(database, session_id))
+    assert record.status == "cancelled"
+    assert [r.text for r in record.rounds] == ["The bridge was "]
+    assert "running" not in [r.status for r in record.rounds]

@@ -74,11 +74,10 @@ def test_dropped_client_reconnects_and_resumes(lab_home: Path) -> None:
     slow = lab_settings(lab_home, simulated_ttft_ms=20, simulated_tokens_per_second=150)
     with served(slow) as srv:
         url = srv.ws_url + "/ws/sessions/resume"
-        ws = connect(url, proxy=None)
-        ws.send(request_for(srv, "Search for sqlite wal and set the volume to 20"))
-        before = read_until(ws, "message_delta")
-        ws.socket.shutdown(socket.SHUT_RDWR)  # the network goes away, no closing handshake
-        ws.close()
+        with connect(url, proxy=None) as ws:
+            ws.send(request_for(srv, "Search for sqlite wal and set the volume to 20"))
+            before = read_until(ws, "message_delta")
+            ws.socket.shutdown(socket.SHUT_RDWR)  # the network goes away, no closing handshake
         last = before[-1]["offset"]
         with connect(url, proxy=None) as again:
             again.send(json.dumps({"type": "start", "resume_from": last}))
@@ -136,31 +135,31 @@ def stalled_client(url: str) -> ClientConnection:
 def test_a_slow_browser_is_dropped_and_stalls_nobody(settings: LabSettings) -> None:
     with served(settings, options=WebOptions(send_buffer=64)) as srv:
         url = srv.ws_url + "/ws/sessions/shared"
-        stalled = stalled_client(url)
-        stalled.send(request_for(srv, "Search for sqlite wal"))
-        wait_for(lambda: subscriber_count(srv, "shared") == 1)
-        with connect(url, proxy=None, max_queue=4096, max_size=None) as fast:
-            fast.send(json.dumps({"type": "start", "resume_from": None}))
-            read_until(fast, "turn_completed")
-            # Each turn of the fast client completes while the stalled one lags behind
-            # (read_until fails if a turn never completes).
-            for index in range(60):
-                text = f"Search for wal mode {index} " + "and more context " * 300
-                fast.send(json.dumps({"type": "user", "content": text}))
-                read_until(fast, "turn_completed", timeout=60)
-                if subscriber_count(srv, "shared") == 1:
-                    break
-            assert subscriber_count(srv, "shared") == 1, "the stalled client was never dropped"
-            with connect(srv.ws_url + "/ws/sessions/other", proxy=None) as other:
-                other.send(request_for(srv, "Set the volume to 20"))
-                read_until(other, "turn_completed", timeout=60)
-        seen, code = drain(stalled)
-        assert code == CLOSE_SLOW_CONSUMER
-        with connect(url, proxy=None, max_size=None) as back:
-            back.send(json.dumps({"type": "start", "resume_from": seen[-1]}))
-            attached = json.loads(back.recv(timeout=10))
-            missed = _missed(attached, seen)
-            replayed = [json.loads(back.recv(timeout=10))["offset"] for _ in missed]
+        with stalled_client(url) as stalled:
+            stalled.send(request_for(srv, "Search for sqlite wal"))
+            wait_for(lambda: subscriber_count(srv, "shared") == 1)
+            with connect(url, proxy=None, max_queue=4096, max_size=None) as fast:
+                fast.send(json.dumps({"type": "start", "resume_from": None}))
+                read_until(fast, "turn_completed")
+                # Each turn of the fast client completes while the stalled one lags behind
+                # (read_until fails if a turn never completes).
+                for index in range(60):
+                    text = f"Search for wal mode {index} " + "and more context " * 300
+                    fast.send(json.dumps({"type": "user", "content": text}))
+                    read_until(fast, "turn_completed", timeout=60)
+                    if subscriber_count(srv, "shared") == 1:
+                        break
+                assert subscriber_count(srv, "shared") == 1, "the stalled client was never dropped"
+                with connect(srv.ws_url + "/ws/sessions/other", proxy=None) as other:
+                    other.send(request_for(srv, "Set the volume to 20"))
+                    read_until(other, "turn_completed", timeout=60)
+            seen, code = drain(stalled)
+            assert code == CLOSE_SLOW_CONSUMER
+            with connect(url, proxy=None, max_size=None) as back:
+                back.send(json.dumps({"type": "start", "resume_from": seen[-1]}))
+                attached = json.loads(back.recv(timeout=10))
+                missed = _missed(attached, seen)
+                replayed = [json.loads(back.recv(timeout=10))["offset"] for _ in missed]
     assert attached["live"] is True and attached["resumed"] is True
     assert replayed == list(range(seen[-1] + 1, attached["next_offset"]))
 

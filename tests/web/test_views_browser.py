@@ -255,3 +255,39 @@ def test_a_failed_turn_gives_the_same_reason_live_and_after_reload(
     assert "overloaded" in error
     expect(page.locator(".msg.error")).to_have_attribute("data-reason", "provider_error:http_503")
     page.context.close()
+
+
+@pytest.fixture
+def breaking_lab(tmp_path: Path) -> Iterator[ServedLab]:
+    """A lab whose model shows half an answer and then loses the connection."""
+    half = [
+        {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+        for text in ("The old bridge ", "was built ")
+    ]
+    with SSETranscriptServer() as model:
+        model.add(ScriptedResponse.sse(*half, done=False, abort=True))
+        settings = LabSettings(
+            home=tmp_path / "home", base_url=model.base_url, model="scripted", max_retries=0
+        )
+        with served(settings) as srv:
+            yield srv
+
+
+def test_an_answer_cut_off_mid_stream_reads_the_same_live_and_after_reload(
+    browser: Browser, breaking_lab: ServedLab
+) -> None:
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.goto(breaking_lab.base_url + "/")
+    expect(page.locator("#tool-list input")).not_to_have_count(0)
+    send(page, "Tell me about the bridge")
+    expect(page.locator(".msg.error")).to_have_count(1, timeout=30_000)
+    expect(page.locator("#status")).to_have_text("live", timeout=30_000)
+    live = settled(page)
+
+    after = reopened(page)
+
+    assert after == live
+    [turn] = live
+    assert [entry["text"] for entry in turn["rounds"]] == ["The old bridge was built "]
+    assert turn["errors"][0].startswith("turn failed: provider_error")
+    page.context.close()

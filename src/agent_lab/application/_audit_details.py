@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_lab.application._metrics import ModelCall
+from agent_lab.application._session_state import TurnOutcome, TurnState
 from agent_lab.application.contracts import AgentParams, ToolInvocationMode
 from agent_lab.application.events import EventBatchResult, EventResult
 from agent_lab.domain.errors import AgentLabError
@@ -39,48 +40,38 @@ def session_started(
     }
 
 
-def session_finished(
-    status: str | None = None,
-    *,
-    failure: AgentLabError | None = None,
-    unfinished: Sequence[ChatMessage] = (),
-) -> Details:
-    """One-shot runs say how their turn ended (and why, see ``turn_closing``); a
-    session's close says nothing more."""
-    if status is None:
-        return {}
-    return {"status": status, **turn_closing(failure, unfinished)}
+def session_finished(turn: TurnState | None = None, outcome: TurnOutcome | None = None) -> Details:
+    """One-shot runs say how their turn ended (see ``turn_closing``); a session's close
+    says nothing more."""
+    return {} if turn is None or outcome is None else turn_closing(turn, outcome)
 
 
 def turn_started(turn_index: int) -> Details:
     return {"turn_index": turn_index}
 
 
-def turn_completed(
-    turn_index: int,
-    round_count: int,
-    status: str,
-    *,
-    failure: AgentLabError | None = None,
-    unfinished: Sequence[ChatMessage] = (),
-) -> Details:
+def turn_completed(turn: TurnState, outcome: TurnOutcome) -> Details:
     return {
-        "turn_index": turn_index,
-        "round_count": round_count,
-        "status": status,
-        **turn_closing(failure, unfinished),
+        "turn_index": turn.index,
+        "round_count": turn.round_index,
+        **turn_closing(turn, outcome),
     }
 
 
-def turn_closing(failure: AgentLabError | None, unfinished: Sequence[ChatMessage]) -> Details:
-    """What closes a turn that did not complete: why, and the results of the batch it
-    left unfinished that were shown (and made durable) before it ended."""
-    details: Details = {}
+def turn_closing(turn: TurnState, outcome: TurnOutcome) -> Details:
+    """How a turn ended; for one that did not complete, why, the results of the batch it
+    left unfinished that were shown (and made durable) before it ended, and the text of a
+    chat stream it ended in the middle of (shown to the user, never answered in full)."""
+    details: Details = {"status": outcome.status}
+    failure = outcome.failure
     if failure is not None:
         details["failure_reason"] = failure.failure_reason
         details["failure_message"] = kept_failure_message(failure)
-    if unfinished:
-        details["unfinished_results"] = [_shown_result(message) for message in unfinished]
+    if turn.unfinished:
+        details["unfinished_results"] = [_shown_result(message) for message in turn.unfinished]
+    if turn.streaming_text:
+        content = "".join(turn.streaming_text)
+        details["cut_short_answer"] = {"round_index": turn.round_index, "content": content}
     return details
 
 

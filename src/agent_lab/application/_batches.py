@@ -265,7 +265,7 @@ async def run_direct_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchR
         result = await ctx.executor.execute(batch)
     except BatchAborted as aborted:
         raise aborted.cause from aborted
-    for duplicate in (entry for entry in result.results if not entry.is_logical):
+    for duplicate in result.duplicates:
         await on_result(duplicate)
     await ctx.auditor.emit(
         "provider_tools_completed",

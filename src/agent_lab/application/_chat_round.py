@@ -48,6 +48,9 @@ class ChatRoundRequest:
     started: float
     """Clock reading at the round's start."""
     measure_provider_ttft: bool
+    shown: list[str] = field(default_factory=list)
+    """Where the round's visible deltas go: the turn keeps them, so a turn that ends
+    mid-stream can say what it showed."""
 
 
 class StreamedRound:
@@ -58,9 +61,10 @@ class StreamedRound:
 
     __slots__ = ("_events", "_ignored", "call", "duplicate_call_id", "parts", "ttft_ms")
 
-    def __init__(self, call: ModelCall) -> None:
+    def __init__(self, call: ModelCall, parts: list[str] | None = None) -> None:
         self.call = call
-        self.parts: list[str] = []
+        self.parts: list[str] = parts if parts is not None else []
+        """The visible deltas, in order (the turn's list of what it showed, if given)."""
         self.ttft_ms: int | None = None
         """Visible TTFT: the first ``message_delta`` after the round started."""
         self.duplicate_call_id: str | None = None
@@ -99,7 +103,9 @@ class _RoundStream:
         self.auditor = auditor
         self.request = request
         self.requested_at = requested_at
-        self.streamed = StreamedRound(call=ModelCall(model=request.params.model))
+        self.streamed = StreamedRound(
+            call=ModelCall(model=request.params.model), parts=request.shown
+        )
         self.measuring = request.measure_provider_ttft
 
     def first_item(self) -> None:

@@ -222,10 +222,7 @@ class SessionRunner:
             return
         outcome = await self._run_turn(turn, user)
         ended = await self.auditor.emit(
-            "session_finished",
-            _audit_details.session_finished(
-                outcome.status, failure=outcome.failure, unfinished=turn.unfinished
-            ),
+            "session_finished", _audit_details.session_finished(turn, outcome)
         )
         outcome = await self._close_turn(turn, outcome, ended)
         if outcome.failure is not None:
@@ -248,14 +245,7 @@ class SessionRunner:
                 turn = self.engine.begin(self.clock())
             outcome = await self._run_turn(turn, user)
             ended = await self.auditor.emit(
-                "turn_completed",
-                _audit_details.turn_completed(
-                    turn.index,
-                    turn.round_index,
-                    outcome.status,
-                    failure=outcome.failure,
-                    unfinished=turn.unfinished,
-                ),
+                "turn_completed", _audit_details.turn_completed(turn, outcome)
             )
             outcome = await self._close_turn(turn, outcome, ended)
             await self._announce(turn, outcome)

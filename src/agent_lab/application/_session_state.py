@@ -64,6 +64,8 @@ class TurnState:
     """The open batch's results made durable so far, by call id."""
     unfinished: Sequence[ChatMessage] = ()
     """Results of the batch the turn abandoned that were made durable before it ended."""
+    streaming_text: list[str] = field(default_factory=list)
+    """The deltas shown of the round streaming now, until its response is audited."""
     recovered: tuple[str, ...] = ()
     """Journal ids of interrupted batches this turn reported to the model."""
 

@@ -235,14 +235,14 @@ class TurnEngine:
             seen_call_ids=session.seen_call_ids,
             started=started,
             measure_provider_ttft=session.recorder.persistent,
+            shown=turn.streaming_text,
         )
         return request, requested_at
 
     async def _audit_response(
         self, turn: TurnState, streamed: StreamedRound, requested_at: float
     ) -> None:
-        """The ``chat_agent_response`` audit of a streamed chat call; its raw chunks are
-        decoded as late as the output queue allows (``Auditor.emit``)."""
+        """The ``chat_agent_response`` audit; raw chunks decoded late (``Auditor.emit``)."""
         call = streamed.call
         answered_at = self.clock()
         call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)
@@ -262,6 +262,7 @@ class TurnEngine:
         )
         fill = RawChunks(call, details, keep_texts=self.session.recorder.persistent)
         await self.auditor.emit("chat_agent_response", details, now=answered_at, complete=fill)
+        turn.streaming_text = []  # the response audit holds the round's text now
 
     def _round_context(self, turn: TurnState) -> RoundContext:
         services = self.deps.event_services()

@@ -198,7 +198,7 @@ class EventAgent:
                 on_dispatch=dispatching,
             )
         )
-        for duplicate in (result for result in batch.results if not result.is_logical):
+        for duplicate in batch.duplicates:
             await reply(duplicate)
         return batch
 

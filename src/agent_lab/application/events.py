@@ -108,6 +108,12 @@ class EventBatchResult:
     def logical_results(self) -> tuple[EventResult, ...]:
         return tuple(result for result in self.results if result.is_logical)
 
+    @property
+    def duplicates(self) -> tuple[EventResult, ...]:
+        """The coalesced duplicates, in call order: their replies are the results of the
+        calls that ran, which ``EventBatch.on_result`` never sees."""
+        return tuple(result for result in self.results if not result.is_logical)
+
 
 ResultCallback = Callable[[EventResult], Awaitable[None]]
 DispatchCallback = Callable[[ToolCallEvent], Awaitable[None]]

@@ -128,38 +128,45 @@ def _differences(
     stored: Sequence[Mapping[str, Any]],
     next_request: Mapping[str, Any] | None,
 ) -> list[Row]:
-    stored_text = " ".join(
-        str(m.get("content") or "") for m in stored if m.get("role") == "assistant"
-    )
-    differences: list[Row] = []
-    for entry in shown:
-        text = str(entry.get("text") or "").strip()
-        if text and _squash(text) not in _squash(stored_text):
-            differences.append(
-                {"kind": "shown_not_stored", "round_index": entry["round_index"], "text": text}
-            )
-    pending = [m for m in stored if m.get("state") not in (None, "committed")]
-    for message in pending:
-        differences.append(
-            {
-                "kind": "stored_not_committed",
-                "seq": message.get("seq"),
-                "state": message.get("state"),
-            }
-        )
+    """What the user saw, what the transcript holds and what the next turn sent, compared."""
+    differences = _shown_not_stored(shown, stored) + _stored_not_committed(stored)
     if next_request is not None:
-        sent = {_squash(str(m.get("content") or "")) for m in next_request.get("messages") or []}
-        for message in stored:
-            content = _squash(str(message.get("content") or ""))
-            if message.get("state", "committed") == "committed" and content and content not in sent:
-                differences.append(
-                    {
-                        "kind": "stored_not_sent_next_turn",
-                        "seq": message.get("seq"),
-                        "role": message.get("role"),
-                    }
-                )
+        differences += _stored_not_sent(stored, next_request)
     return differences
+
+
+def _shown_not_stored(
+    shown: Sequence[Mapping[str, Any]], stored: Sequence[Mapping[str, Any]]
+) -> list[Row]:
+    stored_text = _squash(
+        " ".join(str(m.get("content") or "") for m in stored if m.get("role") == "assistant")
+    )
+    return [
+        {"kind": "shown_not_stored", "round_index": entry["round_index"], "text": text}
+        for entry in shown
+        if (text := str(entry.get("text") or "").strip()) and _squash(text) not in stored_text
+    ]
+
+
+def _stored_not_committed(stored: Sequence[Mapping[str, Any]]) -> list[Row]:
+    return [
+        {"kind": "stored_not_committed", "seq": m.get("seq"), "state": m.get("state")}
+        for m in stored
+        if m.get("state") not in (None, "committed")
+    ]
+
+
+def _stored_not_sent(
+    stored: Sequence[Mapping[str, Any]], next_request: Mapping[str, Any]
+) -> list[Row]:
+    sent = {_squash(str(m.get("content") or "")) for m in next_request.get("messages") or []}
+    return [
+        {"kind": "stored_not_sent_next_turn", "seq": m.get("seq"), "role": m.get("role")}
+        for m in stored
+        if m.get("state", "committed") == "committed"
+        and (content := _squash(str(m.get("content") or "")))
+        and content not in sent
+    ]
 
 
 def _unstored(

@@ -46,6 +46,11 @@ def close_turn(
         message = message or f"the turn {record.status}"
         record.failure = FailureRecord(seq=seq, reason=reason, message=message, where="turn")
         record.failures.append(record.failure)
+    _close_open_parts(record, reason)
+
+
+def _close_open_parts(record: TurnRecord, reason: str | None) -> None:
+    """Every call, tool and round still running ends with the turn."""
     failed = record.status == "failed"
     for call in record.model_calls:
         if call.status == "running":

@@ -299,6 +299,9 @@ class TurnRecordBuilder:
     def _closed(self, seq: int, at: int | None, d: Details) -> None:
         record = self._record
         record.wall_time_ms = at
+        cut_short = d.get("cut_short_answer")
+        if cut_short is not None:  # the user saw this much of an answer that never ended
+            self._round(cut_short["round_index"], seq).text = cut_short["content"]
         for entry in d.get("unfinished_results", []):
             tool = next(
                 (

@@ -220,5 +220,9 @@ def _body_error(exc: BaseException) -> httpx.TransportError:
     message = str(exc) or type(exc).__name__
     if isinstance(exc, aiohttp.ServerTimeoutError | TimeoutError):
         return httpx.ReadTimeout(message)
+    if isinstance(exc, aiohttp.ClientPayloadError):  # said as httpcore says it
+        chunked = isinstance(exc.__cause__, aiohttp.http_exceptions.TransferEncodingError)
+        how = " (incomplete chunked read)" if chunked else ""
+        message = f"peer closed connection without sending complete message body{how}"
     # A connection closed or reset mid-body: the stream was broken off.
     return httpx.RemoteProtocolError(message)

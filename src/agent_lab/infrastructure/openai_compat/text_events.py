@@ -99,32 +99,43 @@ class TextEventParser:
             return [text] if text else []  # the common case: plain text, nothing held
         buffer = self._pending + text if self._pending else text
         pieces: list[TextPiece] = []
-        while buffer:
-            if self._in_block:
-                end = buffer.find(EVENT_BLOCK_END)
-                if end == -1 and _may_become_block(buffer) or end != -1 and _is_block(buffer[:end]):
-                    if end == -1:
-                        break
-                    pieces.extend(self._events(buffer[:end]))
-                    buffer = buffer[end + len(EVENT_BLOCK_END) :]
-                else:  # prose after all: show the marker, read on after it
-                    pieces.append(EVENT_BLOCK_START)
-                self._in_block = False
-                continue
-            start = buffer.find(EVENT_BLOCK_START)
-            if start == -1:
-                keep = _held_back(buffer)
-                visible = buffer[: len(buffer) - keep]
-                if visible:
-                    pieces.append(visible)
-                buffer = buffer[len(buffer) - keep :]
-                break
-            if start:
-                pieces.append(buffer[:start])
-            buffer = buffer[start + len(EVENT_BLOCK_START) :]
-            self._in_block = True
+        held = False
+        while buffer and not held:
+            read = self._read_block if self._in_block else self._read_prose
+            buffer, held = read(buffer, pieces)
         self._pending = buffer
         return pieces
+
+    def _read_block(self, buffer: str, pieces: list[TextPiece]) -> tuple[str, bool]:
+        """Reads on inside a block: its events once it closes, or prose if it can't be one.
+
+        Returns:
+            The text left to read, and whether it is held back for the next piece.
+        """
+        end = buffer.find(EVENT_BLOCK_END)
+        if end == -1 and _may_become_block(buffer):
+            return buffer, True
+        if end != -1 and _is_block(buffer[:end]):
+            pieces.extend(self._events(buffer[:end]))
+            buffer = buffer[end + len(EVENT_BLOCK_END) :]
+        else:  # prose after all: show the marker, read on after it
+            pieces.append(EVENT_BLOCK_START)
+        self._in_block = False
+        return buffer, False
+
+    def _read_prose(self, buffer: str, pieces: list[TextPiece]) -> tuple[str, bool]:
+        """Reads visible text up to the next block's start, holding back a partial marker."""
+        start = buffer.find(EVENT_BLOCK_START)
+        if start == -1:
+            keep = _held_back(buffer)
+            visible = buffer[: len(buffer) - keep]
+            if visible:
+                pieces.append(visible)
+            return buffer[len(buffer) - keep :], True
+        if start:
+            pieces.append(buffer[:start])
+        self._in_block = True
+        return buffer[start + len(EVENT_BLOCK_START) :], False
 
     def finish(self) -> list[TextPiece]:
         """Ends the text: held-back text becomes visible, an open block names its events.

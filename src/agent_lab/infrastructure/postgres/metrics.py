@@ -19,31 +19,24 @@ from agent_lab.infrastructure.sqlite.blobs import (
     CHAINED_KEYS,
     LIST_KEY,
     SHARED_KEYS,
-    BlobCache,
     is_ref,
     restored,
 )
-from agent_lab.infrastructure.store_common.audits import AuditRecord, SharedMetrics, pack_audits
+from agent_lab.infrastructure.store_common.audits import AuditRows, SharedMetrics
 
 
 class MetricsRole(SqlCore, SharedMetrics):
     """The audit trail (large values stored once) and call metrics."""
 
-    def _insert_audits(self, session_id: str, records: list[AuditRecord]) -> int:
-        cache = self._known_blobs.setdefault(session_id, BlobCache())
-        packed, written, rows = pack_audits(cache, session_id, records)
+    def _insert_audit_rows(self, conn: Conn, rows: AuditRows, *, last_id: bool) -> int:
         last = 0
-        with self._write() as conn:
-            self.writable(conn, session_id)
-            self._store_packed(conn, session_id, packed)
-            for row in rows:
-                found = conn.execute(
-                    "INSERT INTO audit_logs (session_id, turn_index, event, details, created_at)"
-                    " VALUES (%s, %s, %s, %s, %s) RETURNING id",
-                    row,
-                ).fetchone()
-                last = int(found[0]) if found is not None else last
-        cache.commit(packed, written)
+        for row in rows:
+            found = conn.execute(
+                "INSERT INTO audit_logs (session_id, turn_index, event, details, created_at)"
+                " VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                row,
+            ).fetchone()
+            last = int(found[0]) if found is not None else last
         return last
 
     def _unpack_all(self, conn: Conn, session_id: str, texts: list[str]) -> list[dict[str, Any]]:

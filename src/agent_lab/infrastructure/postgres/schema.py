@@ -19,6 +19,17 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from agent_lab.domain.errors import StoreFormatError
+from agent_lab.infrastructure.store_common.tables import (
+    AUDIT_LOGS,
+    AUDIT_LOGS_INDEX,
+    CALL_METRICS,
+    MESSAGES,
+    POSTGRES_TYPES,
+    TOOL_BATCHES,
+    TOOL_BATCHES_INDEX,
+    TOOL_CALLS_V1,
+    render,
+)
 
 SCHEMA_VERSION: Final = 3
 """The newest schema this code reads and writes."""
@@ -54,32 +65,9 @@ _V1: Final = (
         PRIMARY KEY (session_id, turn_index)
     )
     """,
-    """
-    CREATE TABLE messages (
-        id bigserial PRIMARY KEY,
-        session_id text NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-        seq integer NOT NULL,
-        turn_index integer NOT NULL,
-        role text NOT NULL,
-        content text NOT NULL,
-        name text,
-        tool_call_id text,
-        tool_calls text NOT NULL,
-        created_at text NOT NULL,
-        UNIQUE (session_id, seq)
-    )
-    """,
-    """
-    CREATE TABLE audit_logs (
-        id bigserial PRIMARY KEY,
-        session_id text NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-        turn_index integer,
-        event text NOT NULL,
-        details text NOT NULL,
-        created_at text NOT NULL
-    )
-    """,
-    "CREATE INDEX audit_logs_by_session ON audit_logs (session_id, id)",
+    render(MESSAGES, POSTGRES_TYPES),
+    render(AUDIT_LOGS, POSTGRES_TYPES),
+    AUDIT_LOGS_INDEX,
     """
     CREATE TABLE audit_blobs (
         session_id text NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
@@ -97,63 +85,10 @@ _V1: Final = (
         PRIMARY KEY (session_id, hash)
     )
     """,
-    """
-    CREATE TABLE call_metrics (
-        id bigserial PRIMARY KEY,
-        session_id text NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-        metric_key text NOT NULL,
-        turn_index integer NOT NULL,
-        round_index integer NOT NULL,
-        call_kind text NOT NULL,
-        agent text NOT NULL,
-        mode text NOT NULL,
-        model text,
-        event_id text,
-        event_name text,
-        prompt_tokens bigint NOT NULL,
-        completion_tokens bigint NOT NULL,
-        total_tokens bigint NOT NULL,
-        cached_tokens bigint NOT NULL,
-        usage_reported boolean NOT NULL,
-        ttft_ms bigint,
-        latency_ms bigint,
-        tool_latency_ms bigint,
-        status text,
-        created_at text NOT NULL,
-        UNIQUE (session_id, metric_key)
-    )
-    """,
-    """
-    CREATE TABLE tool_batches (
-        seq bigserial PRIMARY KEY,
-        id text NOT NULL UNIQUE,
-        session_id text NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-        turn_index integer NOT NULL,
-        round_index integer NOT NULL,
-        scope text NOT NULL,
-        mode text NOT NULL,
-        state text NOT NULL
-            CHECK (state IN ('pending', 'committed', 'cancelled', 'failed')),
-        assistant text,
-        created_at text NOT NULL,
-        finished_at text
-    )
-    """,
-    "CREATE INDEX tool_batches_by_session ON tool_batches (session_id, state)",
-    """
-    CREATE TABLE tool_calls (
-        batch_id text NOT NULL REFERENCES tool_batches(id) ON DELETE CASCADE,
-        position integer NOT NULL,
-        event text NOT NULL,
-        event_id text NOT NULL,
-        state text NOT NULL
-            CHECK (state IN ('pending', 'succeeded', 'failed', 'cancelled')),
-        result text,
-        landed_at text,
-        PRIMARY KEY (batch_id, position),
-        UNIQUE (batch_id, event_id)
-    )
-    """,
+    render(CALL_METRICS, POSTGRES_TYPES),
+    render(TOOL_BATCHES, POSTGRES_TYPES),
+    TOOL_BATCHES_INDEX,
+    render(TOOL_CALLS_V1, POSTGRES_TYPES),
     """
     CREATE TABLE session_claims (
         session_id text PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,

@@ -9,36 +9,23 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from agent_lab.infrastructure.sqlite.blobs import BlobCache, unpack_all
+from agent_lab.infrastructure.sqlite.blobs import unpack_all
 from agent_lab.infrastructure.sqlite.journal import SqlCore
-from agent_lab.infrastructure.store_common.audits import AuditRecord, SharedMetrics, pack_audits
+from agent_lab.infrastructure.store_common.audits import AuditRows, SharedMetrics
 
 
 class MetricsRole(SqlCore, SharedMetrics):
     """The audit trail (large values stored once, see ``blobs``) and call metrics."""
 
-    def _insert_audits(
-        self, session_id: str, records: list[AuditRecord], *, last_id: bool = True
+    def _insert_audit_rows(
+        self, conn: sqlite3.Connection, rows: AuditRows, *, last_id: bool
     ) -> int:
-        cache = self._known_blobs.setdefault(session_id, BlobCache())
-        packed, written, rows = pack_audits(cache, session_id, records)
-        last = 0
-        with self._write() as conn:
-            self.writable(conn, session_id)
-            self._store_packed(conn, session_id, packed)
-            conn.executemany(
-                "INSERT INTO audit_logs (session_id, turn_index, event, details, created_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                rows,
-            )
-            if last_id:
-                last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
-        self._after_commit(lambda: cache.commit(packed, written))
-        return int(last)
-
-    def append_audits(self, session_id: str, records: list[AuditRecord]) -> None:
-        """Append ``(turn_index, event, details)`` records in one transaction."""
-        self._insert_audits(session_id, records, last_id=False)
+        conn.executemany(
+            "INSERT INTO audit_logs (session_id, turn_index, event, details, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            rows,
+        )
+        return int(conn.execute("SELECT last_insert_rowid()").fetchone()[0]) if last_id else 0
 
     def _unpack_all(
         self, conn: sqlite3.Connection, session_id: str, texts: list[str]

@@ -19,6 +19,17 @@ from pathlib import Path
 
 from agent_lab.domain.errors import PersistenceFailed, StoreFormatError
 from agent_lab.infrastructure.sqlite.errors import classify_os_error
+from agent_lab.infrastructure.store_common.tables import (
+    AUDIT_LOGS,
+    AUDIT_LOGS_INDEX,
+    CALL_METRICS,
+    MESSAGES,
+    SQLITE_TYPES,
+    TOOL_BATCHES,
+    TOOL_BATCHES_INDEX,
+    TOOL_CALLS_V1,
+    render,
+)
 
 SCHEMA_VERSION = 3
 """The newest schema this code reads and writes."""
@@ -52,89 +63,13 @@ _V1 = (
         PRIMARY KEY (session_id, turn_index)
     )
     """,
-    """
-    CREATE TABLE messages (
-        id INTEGER PRIMARY KEY,
-        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-        seq INTEGER NOT NULL,
-        turn_index INTEGER NOT NULL,
-        role TEXT NOT NULL,
-        content TEXT NOT NULL,
-        name TEXT,
-        tool_call_id TEXT,
-        tool_calls TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        UNIQUE (session_id, seq)
-    )
-    """,
-    """
-    CREATE TABLE audit_logs (
-        id INTEGER PRIMARY KEY,
-        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-        turn_index INTEGER,
-        event TEXT NOT NULL,
-        details TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    )
-    """,
-    "CREATE INDEX audit_logs_by_session ON audit_logs (session_id, id)",
-    """
-    CREATE TABLE call_metrics (
-        id INTEGER PRIMARY KEY,
-        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-        metric_key TEXT NOT NULL,
-        turn_index INTEGER NOT NULL,
-        round_index INTEGER NOT NULL,
-        call_kind TEXT NOT NULL,
-        agent TEXT NOT NULL,
-        mode TEXT NOT NULL,
-        model TEXT,
-        event_id TEXT,
-        event_name TEXT,
-        prompt_tokens INTEGER NOT NULL,
-        completion_tokens INTEGER NOT NULL,
-        total_tokens INTEGER NOT NULL,
-        cached_tokens INTEGER NOT NULL,
-        usage_reported INTEGER NOT NULL,
-        ttft_ms INTEGER,
-        latency_ms INTEGER,
-        tool_latency_ms INTEGER,
-        status TEXT,
-        created_at TEXT NOT NULL,
-        UNIQUE (session_id, metric_key)
-    )
-    """,
-    """
-    CREATE TABLE tool_batches (
-        seq INTEGER PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-        turn_index INTEGER NOT NULL,
-        round_index INTEGER NOT NULL,
-        scope TEXT NOT NULL,
-        mode TEXT NOT NULL,
-        state TEXT NOT NULL
-            CHECK (state IN ('pending', 'committed', 'cancelled', 'failed')),
-        assistant TEXT,
-        created_at TEXT NOT NULL,
-        finished_at TEXT
-    )
-    """,
-    "CREATE INDEX tool_batches_by_session ON tool_batches (session_id, state)",
-    """
-    CREATE TABLE tool_calls (
-        batch_id TEXT NOT NULL REFERENCES tool_batches(id) ON DELETE CASCADE,
-        position INTEGER NOT NULL,
-        event TEXT NOT NULL,
-        event_id TEXT NOT NULL,
-        state TEXT NOT NULL
-            CHECK (state IN ('pending', 'succeeded', 'failed', 'cancelled')),
-        result TEXT,
-        landed_at TEXT,
-        PRIMARY KEY (batch_id, position),
-        UNIQUE (batch_id, event_id)
-    )
-    """,
+    render(MESSAGES, SQLITE_TYPES),
+    render(AUDIT_LOGS, SQLITE_TYPES),
+    AUDIT_LOGS_INDEX,
+    render(CALL_METRICS, SQLITE_TYPES),
+    render(TOOL_BATCHES, SQLITE_TYPES),
+    TOOL_BATCHES_INDEX,
+    render(TOOL_CALLS_V1, SQLITE_TYPES),
     """
     CREATE TABLE session_claims (
         session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,

@@ -21,12 +21,16 @@ AuditRecord = tuple[int | None, str, dict[str, Any]]
 """``(turn_index, event, details)`` as appended."""
 
 
+AuditRows = list[tuple[str, int | None, str, str, str]]
+"""``audit_logs`` rows to insert: ``session_id, turn_index, event, details, created_at``."""
+
+
 class PackedAudits(NamedTuple):
     """One audit write: the new blobs and nodes, the lists it chained, and its rows."""
 
     packed: Packed
     written: dict[str, list[Chained]]
-    rows: list[tuple[str, int | None, str, str, str]]
+    rows: AuditRows
 
 
 def pack_audits(cache: BlobCache, session_id: str, records: list[AuditRecord]) -> PackedAudits:
@@ -81,11 +85,12 @@ def turn_facts(turns: Iterable[dict[str, Any]]) -> dict[int, Any]:
 
 class SharedMetrics(StoreHooks):
     """The ``MetricsStore`` methods both stores run the same way, over a store's hooks,
-    its ``_insert_audits`` (the audit rows and the id of the last) and ``_unpack_all``
-    (stored details with their values put back)."""
+    its ``_insert_audit_rows`` (the audit rows and the id of the last) and
+    ``_unpack_all`` (stored details with their values put back)."""
 
-    def _insert_audits(self, session_id: str, records: list[AuditRecord]) -> int:
-        """Write the records in one transaction; return the id of the last."""
+    def _insert_audit_rows(self, conn: Any, rows: AuditRows, *, last_id: bool) -> int:
+        """Insert packed audit rows; return the id of the last (0 when ``last_id`` is
+        false and the store need not read it)."""
         raise NotImplementedError
 
     def _unpack_all(self, conn: Any, session_id: str, texts: list[str]) -> list[dict[str, Any]]:
@@ -95,11 +100,23 @@ class SharedMetrics(StoreHooks):
         self, session_id: str, turn_index: int | None, event: str, details: dict[str, Any]
     ) -> int:
         """Append one audit record; return its id (increasing, usable as an offset)."""
-        return self._insert_audits(session_id, [(turn_index, event, details)])
+        return self._insert_audits(session_id, [(turn_index, event, details)], last_id=True)
 
     def append_audits(self, session_id: str, records: list[AuditRecord]) -> None:
         """Append ``(turn_index, event, details)`` records in one transaction."""
-        self._insert_audits(session_id, records)
+        self._insert_audits(session_id, records, last_id=False)
+
+    def _insert_audits(self, session_id: str, records: list[AuditRecord], *, last_id: bool) -> int:
+        """Write the records and their new packed values in one transaction; the session
+        cache learns of the values once they are durable."""
+        cache = self._known_blobs.setdefault(session_id, BlobCache())
+        packed, written, rows = pack_audits(cache, session_id, records)
+        with self._write() as conn:
+            self.writable(conn, session_id)
+            self._store_packed(conn, session_id, packed)
+            last = self._insert_audit_rows(conn, rows, last_id=last_id)
+        self._after_commit(lambda: cache.commit(packed, written))
+        return last
 
     def _store_packed(self, conn: Any, session_id: str, packed: Packed) -> None:
         """Insert the new bodies and list nodes of one audit write."""

@@ -96,17 +96,14 @@ class SharedTranscript(BatchStatements):
         rows = [message_fields(message) for message in messages or []]
         store_rows = self._rows()
         with self._write() as conn:
-            self.writable(conn, session_id)
-            now = now_iso()
-            inserted = conn.execute(
-                self._sql(
-                    "INSERT INTO turns (session_id, turn_index, status, user_message, started_at)"
-                    " VALUES (?, ?, 'running', ?, ?) ON CONFLICT DO NOTHING"
-                ),
-                (session_id, turn_index, user_message, now),
-            ).rowcount
-            if not inserted:
-                raise UsageError(f"turn {turn_index} of session {session_id!r} already exists")
+            now = self._stamp_turn(
+                conn,
+                session_id,
+                "INSERT INTO turns (started_at, session_id, turn_index, status, user_message)"
+                " VALUES (?, ?, ?, 'running', ?) ON CONFLICT DO NOTHING",
+                (session_id, turn_index, user_message),
+                refusal=f"turn {turn_index} of session {session_id!r} already exists",
+            )
             if rows:
                 store_rows.insert_messages(conn, session_id, turn_index, rows)  # touches it
             else:
@@ -134,20 +131,31 @@ class SharedTranscript(BatchStatements):
             UsageError: the turn was never started.
         """
         with self._write() as conn:
-            self.writable(conn, session_id)
-            now = now_iso()
-            updated = conn.execute(
-                self._sql(
-                    "UPDATE turns SET status = ?, wall_time_ms = ?, round_count = ?,"
-                    " failure_reason = ?, failure_message = ?, completed_at = ?"
-                    " WHERE session_id = ? AND turn_index = ?"
-                ),
-                (status, wall_time_ms, round_count, failure_reason, failure_message, now)
+            now = self._stamp_turn(
+                conn,
+                session_id,
+                "UPDATE turns SET completed_at = ?, status = ?, wall_time_ms = ?,"
+                " round_count = ?, failure_reason = ?, failure_message = ?"
+                " WHERE session_id = ? AND turn_index = ?",
+                (status, wall_time_ms, round_count, failure_reason, failure_message)
                 + (session_id, turn_index),
+                refusal=f"turn {turn_index} of session {session_id!r} was never started",
             )
-            if updated.rowcount == 0:
-                raise UsageError(f"turn {turn_index} of session {session_id!r} was never started")
             self._rows().touch(conn, session_id, now)
+
+    def _stamp_turn(
+        self, conn: Any, session_id: str, statement: str, params: tuple[Any, ...], *, refusal: str
+    ) -> str:
+        """Run one ``turns`` write whose first parameter is the time, now; return that time.
+
+        Raises:
+            UsageError: ``refusal``, when the statement changed no row.
+        """
+        self.writable(conn, session_id)
+        now = now_iso()
+        if conn.execute(self._sql(statement), (now, *params)).rowcount == 0:
+            raise UsageError(refusal)
+        return now
 
     def list_turns(self, session_id: str) -> list[dict[str, Any]]:
         """Return the session's turns in order: ``turn_index``, ``status``,

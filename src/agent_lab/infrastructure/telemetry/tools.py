@@ -131,34 +131,20 @@ def _tool_spans(
         if not isinstance(result, Mapping):
             continue
         event_id = str(result.get("event_id"))
-        name = str(result.get("event_name"))
         metric = record.metric(f"tool:{record.turn_index}:{audits.index}:{event_id}") or {}
-        latency = int(metric.get("tool_latency_ms") or result.get("tool_latency_ms") or 0)
-        start_ms = max(min(tools_start_ms, batch_end_ms - latency), 0)
-        status = str(result.get("status") or metric.get("status") or "")
-        attributes: dict[str, Any] = {
-            sc.OPERATION_NAME: sc.OP_EXECUTE_TOOL,
-            sc.TOOL_NAME: name,
-            sc.TOOL_CALL_ID: event_id,
-            sc.TOOL_TYPE: "function",
-            sc.MODE: record.mode,
-            sc.TOOL_STATUS: status,
-            sc.TOOL_SOURCE: str(result.get("source") or ""),
-            sc.TOOL_LATENCY_MS: latency,
-            sc.RESULT_POLICY: str(result.get("policy") or ""),
-        }
-        if metric.get("metric_key"):
-            attributes[sc.METRIC_KEY] = str(metric["metric_key"])
+        attributes = _tool_attributes(record, result, metric)
         if event_id in arguments:
             attributes[sc.TOOL_CALL_ARGUMENTS] = arguments[event_id]
         if event_id in outputs:
             attributes[sc.TOOL_CALL_RESULT] = outputs[event_id]
+        latency, status = attributes[sc.TOOL_LATENCY_MS], attributes[sc.TOOL_STATUS]
+        start_ms = max(min(tools_start_ms, batch_end_ms - latency), 0)
         failed = status not in ("", "success")
         spans.append(
             record.span(
                 f"round-{audits.index}/tool/{event_id}",
                 batch_id,
-                f"execute_tool {name}",
+                f"execute_tool {attributes[sc.TOOL_NAME]}",
                 start_ms,
                 start_ms + latency,
                 attributes,
@@ -167,6 +153,28 @@ def _tool_spans(
             )
         )
     return spans
+
+
+def _tool_attributes(
+    record: TurnRecord, result: Mapping[str, Any], metric: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A tool call's span attributes, its figures from its metric row first."""
+    attributes: dict[str, Any] = {
+        sc.OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+        sc.TOOL_NAME: str(result.get("event_name")),
+        sc.TOOL_CALL_ID: str(result.get("event_id")),
+        sc.TOOL_TYPE: "function",
+        sc.MODE: record.mode,
+        sc.TOOL_STATUS: str(result.get("status") or metric.get("status") or ""),
+        sc.TOOL_SOURCE: str(result.get("source") or ""),
+        sc.TOOL_LATENCY_MS: int(
+            metric.get("tool_latency_ms") or result.get("tool_latency_ms") or 0
+        ),
+        sc.RESULT_POLICY: str(result.get("policy") or ""),
+    }
+    if metric.get("metric_key"):
+        attributes[sc.METRIC_KEY] = str(metric["metric_key"])
+    return attributes
 
 
 def _policy_span(record: TurnRecord, audits: RoundAudits, round_id: int) -> SpanData | None:

@@ -212,11 +212,7 @@ def turn_samples(
     costs = cost_breakdown(summary.get("calls") or [], prices) if prices else None
     first = min((end.turn_index for end in ends if end.turn_index is not None), default=None)
     persisted = {turn["turn_index"]: turn for turn in summary.get("turns") or []}
-    provider_ttft = {
-        call["turn_index"]: call.get("ttft_ms")
-        for call in summary.get("calls") or []
-        if call.get("call_kind") == "chat" and call.get("round_index") == 1
-    }
+    provider_ttft = _first_chat_ttfts(summary.get("calls") or [])
     samples = []
     for end in ends:
         if end.turn_index is None:
@@ -242,6 +238,15 @@ def turn_samples(
             )
         )
     return samples
+
+
+def _first_chat_ttfts(calls: Sequence[Mapping[str, Any]]) -> dict[int, Any]:
+    """The provider TTFT of each turn's first chat call, by turn."""
+    return {
+        call["turn_index"]: call.get("ttft_ms")
+        for call in calls
+        if call.get("call_kind") == "chat" and call.get("round_index") == 1
+    }
 
 
 def _turn_cost(costs: CostBreakdown | None, turn_index: int) -> float | None:

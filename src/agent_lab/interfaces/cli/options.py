@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -62,13 +62,17 @@ ModeOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def repeatable(flag: str, help_text: str) -> Any:
+    """The ``typer.Option`` of a flag given once per value (its values arrive as a list,
+    ``None`` when it is not given); ``help_text`` says "(repeatable)" where it reads best."""
+    return typer.Option(flag, help=help_text, show_default=False)
+
+
 ToolOption = Annotated[
     list[str] | None,
-    typer.Option(
-        "--tool",
-        help="Enable this tool (repeatable); default: every built-in tool.",
-        show_default=False,
-    ),
+    repeatable("--tool", "Enable this tool (repeatable); default: every built-in tool."),
 ]
 MaxLoopsOption = Annotated[
     int | None,
@@ -81,10 +85,7 @@ MaxLoopsOption = Annotated[
     ),
 ]
 SystemOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--system", help="A system prompt (repeatable); replaces the default.", show_default=False
-    ),
+    list[str] | None, repeatable("--system", "A system prompt (repeatable); replaces the default.")
 ]
 ConfigOption = Annotated[
     Path | None,

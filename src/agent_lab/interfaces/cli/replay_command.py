@@ -17,6 +17,7 @@ from agent_lab.interfaces.cli.common import (
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, lab_flags
+from agent_lab.interfaces.cli.options import repeatable
 from agent_lab.interfaces.cli.render import ConversationRenderer
 from agent_lab.interfaces.cli.session_ids import find_session
 
@@ -54,11 +55,7 @@ def replay(
     ] = False,
     ignore_key: Annotated[
         list[str] | None,
-        typer.Option(
-            "--ignore-key",
-            help="Also ignore this key in tool results (repeatable).",
-            show_default=False,
-        ),
+        repeatable("--ignore-key", "Also ignore this key in tool results (repeatable)."),
     ] = None,
 ) -> None:
     """Replay a session and report differences (see ``REPLAY_HELP``)."""

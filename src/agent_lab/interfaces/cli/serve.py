@@ -23,7 +23,7 @@ from agent_lab.interfaces.cli.common import (
     run_async,
 )
 from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
-from agent_lab.interfaces.cli.options import HostOption, PortOption
+from agent_lab.interfaces.cli.options import HostOption, PortOption, repeatable
 from agent_lab.interfaces.settings import SIMULATED_MODEL
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
@@ -134,11 +134,7 @@ def serve(
     ] = None,
     allow_endpoint: Annotated[
         list[str] | None,
-        typer.Option(
-            "--allow-endpoint",
-            help="A provider base URL clients may use (repeatable).",
-            show_default=False,
-        ),
+        repeatable("--allow-endpoint", "A provider base URL clients may use (repeatable)."),
     ] = None,
     workers: Annotated[
         int, typer.Option("--workers", min=1, help="Worker processes sharing the store.")

@@ -154,11 +154,7 @@ def _print_tool(
     uncertain: Row | None = None,
 ) -> None:
     name = (tool or event or {}).get("event_name") or "?"
-    status = str((tool or {}).get("status") or "unknown")
-    if uncertain is not None and uncertain["status"] in UNCERTAIN_STATUSES:
-        status = f"uncertain: {_outcome(uncertain)}"
-    elif uncertain is not None:  # it ran: the ledger recorded its result
-        status = f"{uncertain['status']} (recorded before the interruption)"
+    status = _tool_status(tool, uncertain)
     console.print(
         Text.assemble(
             ("  ⚡ ", "cyan"),
@@ -167,17 +163,30 @@ def _print_tool(
             (status, _STATUS_STYLES.get(status, "")),
         )
     )
-    arguments = _arguments(tool, event)
-    dispatched = (uncertain or {}).get("arguments")
-    if arguments.startswith("not recorded") and dispatched:
-        arguments = f"{short(json.dumps(dispatched, ensure_ascii=False))} (in the effect ledger)"
-    console.print(Text(f"    arguments: {arguments}"))
+    console.print(Text(f"    arguments: {_shown_arguments(tool, event, uncertain)}"))
     result = (tool or {}).get("result")
     if result is not None:
         console.print(Text(f"    result: {short(_text(result))}", style="magenta"))
     if tool and tool.get("policy"):
         latency = tool.get("latency_ms")
         console.print(Text(f"    policy {tool['policy']} · {latency} ms", style="dim"))
+
+
+def _tool_status(tool: Row | None, uncertain: Row | None) -> str:
+    if uncertain is not None and uncertain["status"] in UNCERTAIN_STATUSES:
+        return f"uncertain: {_outcome(uncertain)}"
+    if uncertain is not None:  # it ran: the ledger recorded its result
+        return f"{uncertain['status']} (recorded before the interruption)"
+    return str((tool or {}).get("status") or "unknown")
+
+
+def _shown_arguments(tool: Row | None, event: Row | None, uncertain: Row | None) -> str:
+    """The call's arguments as recorded, else as the effect ledger dispatched them."""
+    arguments = _arguments(tool, event)
+    dispatched = (uncertain or {}).get("arguments")
+    if arguments.startswith("not recorded") and dispatched:
+        return f"{short(json.dumps(dispatched, ensure_ascii=False))} (in the effect ledger)"
+    return arguments
 
 
 def _arguments(tool: Row | None, event: Row | None) -> str:
