@@ -36,6 +36,7 @@ class Auditor:
     def __init__(self, clock: Clock, output: asyncio.Queue[Any]) -> None:
         self.clock = clock
         self._output_queue = output
+        self._completes_on_take = isinstance(output, CompactQueue)
         self._origin = 0.0
         self._last_elapsed = 0
         self.turn_index: int | None = None
@@ -68,7 +69,7 @@ class Auditor:
         and here, before the audit goes anywhere, otherwise.
         """
         queue = self._output_queue
-        deferred = isinstance(queue, CompactQueue) and self.sink is _NO_SINK
+        deferred = self._completes_on_take and self.sink is _NO_SINK
         if complete is not None and not deferred:
             complete()
         if now is None:

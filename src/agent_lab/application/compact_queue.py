@@ -152,11 +152,9 @@ class SparseQueue(CompactQueue[T]):
                     self._getters.remove(getter)
                 if not self.empty() and not getter.cancelled():
                     self._wakeup_next(self._getters)  # type: ignore[attr-defined]
-                self._drop_empty_getters()
+                if not self._getters:
+                    self._getters = _NO_WAITERS
                 raise
-        self._drop_empty_getters()
-        return self.get_nowait()
-
-    def _drop_empty_getters(self) -> None:
         if not self._getters:
             self._getters = _NO_WAITERS
+        return self.get_nowait()
