@@ -77,15 +77,16 @@ class Auditor:
         elapsed = max(self._last_elapsed, _outputs.elapsed_ms(self._origin, now))
         self._last_elapsed = elapsed
         details["turn_elapsed_ms"] = elapsed
-        logger.info(
-            "%s",
-            event,
-            extra={
-                "audit_event": event,
-                "session_id": self.session_id,
-                "turn_index": self.turn_index,
-            },
-        )
+        if logger.isEnabledFor(logging.INFO):  # no record (nor its extra dict) otherwise
+            logger.info(
+                "%s",
+                event,
+                extra={
+                    "audit_event": event,
+                    "session_id": self.session_id,
+                    "turn_index": self.turn_index,
+                },
+            )
         self.sink.add_audit(self.turn_index, event, details)
         message = _outputs.audit(event, details)
         if complete is None or not deferred:
