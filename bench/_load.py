@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
+from agent_lab.application.compact_queue import CompactQueue
 from agent_lab.application.contracts import AgentParams
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
@@ -26,8 +27,13 @@ from agent_lab.infrastructure.simulator.provider import LatencyModel
 from agent_lab.infrastructure.simulator.wire import DONE, CompletionMeta, frames, sse
 
 
-class StampedOutput(asyncio.Queue[Any]):
-    """An output queue that records, per delta, the seconds since its chunk was emitted."""
+class StampedOutput(CompactQueue[Any]):
+    """An output queue that records, per delta, the seconds since its chunk was emitted.
+
+    It is the runtime's default output queue (``CompactQueue``) with ``put`` stamped, so
+    a runtime session is measured as a server runs it (``DebugRuntime`` without injected
+    queues); the floor puts its deltas on the same kind of queue.
+    """
 
     def __init__(self, stamps: deque[float], delays: list[float]) -> None:
         super().__init__()

@@ -11,7 +11,8 @@ Run by ``bench_sessions`` as ``python -m bench._session_load VARIANT SESSIONS SP
 
 Both run with the collector's default settings (no ``gc.freeze``). A fresh process per
 run keeps the heap, and so RSS and the collector's work, comparable. Reported: delays
-(ms), CPU % of a core, full collections and their pauses, RSS growth per session
+(ms), CPU % of a core and CPU seconds, the collector's runs per generation (young,
+middle, full) and the full ones' pauses, RSS growth per session
 (peak RSS minus RSS at the start, over the sessions) and the largest event-loop lag
 (a 10 ms heartbeat timer of the benchmark's own).
 """
@@ -60,13 +61,19 @@ class Heartbeat:
         self.handle = self.loop.call_at(self.due, self.beat)
 
 
-class FullCollections:
+class Collections:
+    """Counts the collector's runs per generation, and times the full ones."""
+
     def __init__(self) -> None:
         self.pauses_ms: list[float] = []
+        self.counts = [0, 0, 0]
         self._started = 0.0
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if info["generation"] != 2:
+        generation = info["generation"]
+        if phase == "start":
+            self.counts[generation] += 1
+        if generation != 2:
             return
         if phase == "start":
             self._started = time.perf_counter()
@@ -141,7 +148,7 @@ async def drive(variant: str, sessions: int, latency: LatencyModel | None) -> di
             await asyncio.sleep(0.05)
 
     await asyncio.sleep(0.05)
-    collections = FullCollections()
+    collections = Collections()
     base = rss_kib()
     sampler = asyncio.create_task(sample_rss())
     gc.callbacks.append(collections)
@@ -157,8 +164,10 @@ async def drive(variant: str, sessions: int, latency: LatencyModel | None) -> di
     return {
         "delays_ms": [d * 1000 for d in delays],
         "cpu_percent": cpu / wall * 100,
+        "cpu_s": cpu,
         "wall_s": wall,
         "gc_pauses_ms": collections.pauses_ms,
+        "collections": collections.counts,
         "rss_kib_per_session": (peak[0] - base) / sessions,
         "loop_lag_max_ms": lag.max_ms,
         "stalls_over_20ms": lag.stalls,

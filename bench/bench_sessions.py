@@ -17,9 +17,11 @@ conversation. Side by side in one run:
 * **1,000 concurrent paced sessions** (in-process simulated model: 300 ms TTFT,
   40 tokens/s; one arrival loop starts each session when due, over one second), each in
   a fresh interpreter (``bench/_session_load.py``), the collector at its defaults: the
-  bare-asyncio floor and agent_lab, interleaved. Delay p50/p99/max, CPU, full
-  collections (count, longest pause), RSS growth per session and the largest
-  event-loop lag (a 10 ms heartbeat, the same in both).
+  bare-asyncio floor and agent_lab, interleaved. Delay p50/p99/max, CPU (% of a core
+  and seconds), the collector's runs per generation (young collections run on the net
+  growth of container objects; every 11th young one is a middle one, every 11th middle
+  one may be full), full collections (count, longest pause), RSS growth per session
+  and the largest event-loop lag (a 10 ms heartbeat, the same in both).
 """
 
 from __future__ import annotations
@@ -163,7 +165,8 @@ def _report(lives: dict[str, float], loads: dict[str, dict[str, Any]]) -> Report
     floor_life = lives["floor: relay task answering one input"]
     life_rows = [(name, f"{ms:.3f}", f"{ms / floor_life:.1f}×") for name, ms in lives.items()]
     header = ["variant", "sessions", "deltas", "p50 ms", "p99 ms", "max ms", "CPU %"]
-    header += ["full GCs (max ms)", "RSS KiB / session", "largest loop lag ms"]
+    header += ["collections young / middle / full", "full GCs (max ms)", "CPU s"]
+    header += ["RSS KiB / session", "largest loop lag ms"]
     load_rows = [
         (
             name,
@@ -173,7 +176,9 @@ def _report(lives: dict[str, float], loads: dict[str, dict[str, Any]]) -> Report
             f"{r['p99']:.2f}",
             f"{max(r['delays_ms'], default=0):.1f}",
             f"{r['cpu_percent']:.0f}",
+            " / ".join(map(str, r["collections"])),
             f"{len(r['gc_pauses_ms'])} ({max(r['gc_pauses_ms'], default=0):.0f})",
+            f"{r['cpu_s']:.2f}",
             f"{r['rss_kib_per_session']:.1f}",
             f"{r['loop_lag_max_ms']:.1f}",
         )
@@ -227,6 +232,7 @@ def _report(lives: dict[str, float], loads: dict[str, dict[str, Any]]) -> Report
     for name, r in loads.items():
         figures |= {f"p99_ms[{name}]": r["p99"], f"rss_kib[{name}]": r["rss_kib_per_session"]}
         figures |= {f"loop_lag_ms[{name}]": r["loop_lag_max_ms"]}
+        figures |= {f"young_collections[{name}]": float(r["collections"][0])}
     return Report(
         "Sessions at server scale",
         ".venv/bin/python -m bench --only sessions",

@@ -243,11 +243,15 @@ class _GatedClient:
 
 
 LIVE_SESSIONS = 200
-TRACKED_PER_LIVE_SESSION = 75
+TRACKED_PER_LIVE_SESSION = 62
 """Objects the collector tracks per live streaming session (the default tools, one turn
-streaming, this test's client): 72 when this was written, 80 before the runner ran turns
-in its own task and the empty dual-mode offer was shared. A full collection walks every
-one of them: at 1,000 live sessions each one is 1,000 more to visit."""
+streaming, this test's client): 59 when this was written; 72 before the raw chunks were
+kept end to end in a ``bytearray``, the input queue held no deque while empty, the
+turns of a loop shared one deadline timer, the engine took its runner as its
+dependencies and the in-memory effect ledger was made on the first batch; 80 before
+the runner ran turns in its own task and the empty dual-mode offer was shared. A full
+collection walks every one of them: at 1,000 live sessions each one is 1,000 more to
+visit, and each is counted towards the next young collection while it lives."""
 
 
 @pytest.mark.asyncio

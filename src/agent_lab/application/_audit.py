@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from agent_lab.application import _outputs
+from agent_lab.application.compact_queue import CompactQueue
 from agent_lab.application.ports import Clock
 
 logger = logging.getLogger("agent_lab.application.runtime")
@@ -34,6 +36,7 @@ class Auditor:
     def __init__(self, clock: Clock, output: asyncio.Queue[Any]) -> None:
         self.clock = clock
         self._output_queue = output
+        self._completes_on_take = isinstance(output, CompactQueue)
         self._origin = 0.0
         self._last_elapsed = 0
         self.turn_index: int | None = None
@@ -50,22 +53,50 @@ class Auditor:
         self._last_elapsed = 0
         self.turn_index = turn_index
 
-    async def emit(self, event: str, details: dict[str, Any], *, now: float | None = None) -> float:
-        """Audit ``event``; returns the clock reading it was stamped with."""
+    async def emit(
+        self,
+        event: str,
+        details: dict[str, Any],
+        *,
+        now: float | None = None,
+        complete: Callable[[], object] | None = None,
+    ) -> float:
+        """Audit ``event``; returns the clock reading it was stamped with.
+
+        ``complete()`` fills in what ``details`` still lacks. It runs when the audit is
+        taken from the output queue when that is a ``CompactQueue`` and no store keeps
+        the audit (so what it makes lives only while the consumer holds the message),
+        and here, before the audit goes anywhere, otherwise.
+        """
+        queue = self._output_queue
+        deferred = self._completes_on_take and self.sink is _NO_SINK
+        if complete is not None and not deferred:
+            complete()
         if now is None:
             now = self.clock()
         elapsed = max(self._last_elapsed, _outputs.elapsed_ms(self._origin, now))
         self._last_elapsed = elapsed
         details["turn_elapsed_ms"] = elapsed
-        logger.info(
-            "%s",
-            event,
-            extra={
-                "audit_event": event,
-                "session_id": self.session_id,
-                "turn_index": self.turn_index,
-            },
-        )
+        if logger.isEnabledFor(logging.INFO):  # no record (nor its extra dict) otherwise
+            logger.info(
+                "%s",
+                event,
+                extra={
+                    "audit_event": event,
+                    "session_id": self.session_id,
+                    "turn_index": self.turn_index,
+                },
+            )
         self.sink.add_audit(self.turn_index, event, details)
-        await self._output_queue.put(_outputs.audit(event, details))
+        message = _outputs.audit(event, details)
+        if complete is None or not deferred:
+            await queue.put(message)
+            return now
+        assert isinstance(queue, CompactQueue)
+        queue.complete_when_taken(message, complete)
+        try:
+            await queue.put(message)
+        except BaseException:
+            queue.forget_completion(message)
+            raise
         return now

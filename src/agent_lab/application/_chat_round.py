@@ -53,22 +53,47 @@ class ChatRoundRequest:
     mid-stream can say what it showed."""
 
 
-@dataclass
 class StreamedRound:
-    """What one chat stream produced."""
+    """What one chat stream produced.
 
-    call: ModelCall
-    parts: list[str] = field(default_factory=list)
-    events: list[ToolCallEvent] = field(default_factory=list)
-    ttft_ms: int | None = None
-    """Visible TTFT: the first ``message_delta`` after the round started."""
-    duplicate_call_id: str | None = None
-    ignored_event_names: list[str] = field(default_factory=list)
-    """Event names the model wrote that were not on offer; they never ran."""
+    Most rounds accept no event and ignore none: those lists are made on the first one.
+    """
+
+    __slots__ = ("_events", "_ignored", "call", "duplicate_call_id", "parts", "ttft_ms")
+
+    def __init__(self, call: ModelCall, parts: list[str] | None = None) -> None:
+        self.call = call
+        self.parts: list[str] = parts if parts is not None else []
+        """The visible deltas, in order (the turn's list of what it showed, if given)."""
+        self.ttft_ms: int | None = None
+        """Visible TTFT: the first ``message_delta`` after the round started."""
+        self.duplicate_call_id: str | None = None
+        self._events: list[ToolCallEvent] | None = None
+        self._ignored: list[str] | None = None
 
     @property
     def content(self) -> str:
         return "".join(self.parts)
+
+    @property
+    def events(self) -> list[ToolCallEvent]:
+        """The events accepted this round, in order."""
+        return self._events if self._events is not None else []
+
+    @property
+    def ignored_event_names(self) -> list[str]:
+        """Event names the model wrote that were not on offer; they never ran."""
+        return self._ignored if self._ignored is not None else []
+
+    def accept(self, event: ToolCallEvent) -> None:
+        if self._events is None:
+            self._events = []
+        self._events.append(event)
+
+    def ignore(self, name: str) -> None:
+        if self._ignored is None:
+            self._ignored = []
+        self._ignored.append(name)
 
 
 class _RoundStream:
@@ -81,23 +106,16 @@ class _RoundStream:
         self.streamed = StreamedRound(
             call=ModelCall(model=request.params.model), parts=request.shown
         )
-        self._measure = request.measure_provider_ttft
+        self.measuring = request.measure_provider_ttft
 
-    def _first_item(self) -> None:
-        self._measure = False
+    def first_item(self) -> None:
+        self.measuring = False
         self.streamed.call.ttft_ms = _outputs.elapsed_ms(self.requested_at, self.auditor.clock())
-
-    def chunk(self, item: StreamItem) -> None:
-        """A ``raw_chunk`` item: kept for the response audit (no await on this path)."""
-        if self._measure:
-            self._first_item()
-        if item.raw_chunk is not None:
-            self.streamed.call.add_chunk(item.raw_chunk, item.raw_json)
 
     async def take(self, item: StreamItem) -> None:
         """Any other item: deltas, usage and events."""
-        if self._measure:
-            self._first_item()
+        if self.measuring:
+            self.first_item()
         if item.kind == "message_delta":
             await self.delta(item.content)
         elif item.kind == "usage" and item.usage is not None:
@@ -108,8 +126,8 @@ class _RoundStream:
 
     async def delta(self, content: str) -> None:
         """A ``message_delta``: shown at once (the first one is audited before it)."""
-        if self._measure:
-            self._first_item()
+        if self.measuring:
+            self.first_item()
         streamed = self.streamed
         if not streamed.parts:
             streamed.ttft_ms = _outputs.elapsed_ms(self.request.started, self.auditor.clock())
@@ -123,14 +141,14 @@ class _RoundStream:
     async def _accept(self, event: ToolCallEvent) -> None:
         streamed, request = self.streamed, self.request
         if request.offer.offered_names_only and event.name not in request.offer.events:
-            streamed.ignored_event_names.append(event.name)
+            streamed.ignore(event.name)
             return
         if request.offer.unique_call_ids and (
             event.id in request.seen_call_ids or any(e.id == event.id for e in streamed.events)
         ):
             streamed.duplicate_call_id = streamed.duplicate_call_id or event.id
             return
-        streamed.events.append(event)
+        streamed.accept(event)
         await self.auditor.emit(
             "chat_event_detected",
             _audit_details.event_detected(request.round_index, event, request.offer.accepts),
@@ -155,17 +173,26 @@ async def stream_round(
     Visible TTFT leaves out the client warm-up the call waited for (recorded apart).
     """
     handler = _RoundStream(auditor, request, requested_at)
+    streamed, output = handler.streamed, auditor.output
+    parts, call = streamed.parts, streamed.call
     first_of_client = CLIENT_CALLS.first_use(client)
     stream = client.stream_chat(request.messages, request.offer.tools, request.params)
     async for item in stream:  # the two kinds of every chunk, without a detour
         kind = item.kind
-        if kind == "message_delta":
+        if kind == "message_delta" and parts:  # a delta after the first: shown at once
+            content = item.content
+            parts.append(content)
+            await output.put(_outputs.message_delta(content))
+        elif kind == "raw_chunk":  # kept for the response audit (no await on this path)
+            if handler.measuring:
+                handler.first_item()
+            if item.raw_chunk is not None:
+                call.add_chunk(item.raw_chunk, item.raw_json)
+        elif kind == "message_delta":
             await handler.delta(item.content)
-        elif kind == "raw_chunk":
-            handler.chunk(item)
         else:
             await handler.take(item)
-    streamed = await handler.finish()
+    await handler.finish()
     streamed.call.observe(stream, first_of_client=first_of_client)
     warmup = round(streamed.call.warmup_ms)
     if streamed.ttft_ms is not None and warmup:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import struct
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -23,15 +24,17 @@ ColdReason = Literal["client_warm_up", "first_call_of_client"]
 
 @dataclass
 class ModelCall:
-    """One streamed model call as the runtime observed it."""
+    """One streamed model call as the runtime observed it.
+
+    The raw chunks are kept as the JSON texts the client gave, end to end in one
+    ``bytearray``, with where each ends and when it arrived packed in another: neither
+    is an object the garbage collector tracks or counts, however many chunks a call
+    streams. They are decoded only when the response audit is built (``raw_chunks``)."""
 
     model: str
     usage: TokenUsage | None = None
     ttft_ms: int | None = None
     latency_ms: int | None = None
-    chunk_offsets_ms: list[float] = field(default_factory=list)
-    """When each raw chunk arrived, in ms after the request (wall clock, for replay
-    pacing only; metrics use the injected clock)."""
     sent_at: float = field(default_factory=time.perf_counter)
     timing: CallTiming | None = None
     """What the client measured (warm-up, connect, first chunk); ``None`` for clients
@@ -39,7 +42,13 @@ class ModelCall:
     cold_reasons: tuple[ColdReason, ...] = ()
     """Why the call is cold, if it is: it waited for client warm-up, or it was the
     first call this process made through its client (connection setup)."""
-    _chunks: list[bytes | dict[str, Any]] = field(default_factory=list)
+    _texts: bytearray = field(default_factory=bytearray, repr=False)
+    """The chunks' JSON texts, end to end."""
+    _marks: bytearray = field(default_factory=bytearray, repr=False)
+    """Per chunk (``_MARK``): where its text ends in ``_texts`` (0 for one kept in
+    ``_dicts``) and ``perf_counter()`` when it arrived."""
+    _dicts: list[bytes | dict[str, Any]] | None = field(default=None, repr=False)
+    """Every chunk so far, once one came without its JSON text (test doubles)."""
 
     @property
     def cold(self) -> bool:
@@ -65,30 +74,82 @@ class ModelCall:
         return self.timing.warmup_ms if self.timing is not None else 0.0
 
     def add_chunk(self, chunk: dict[str, Any], raw_json: bytes | None = None) -> None:
-        # Kept as JSON bytes when the client gave them: thousands of live chunk dicts
-        # per session would make every full garbage collection scan them.
-        self._chunks.append(raw_json if raw_json is not None else chunk)
-        self.chunk_offsets_ms.append(round((time.perf_counter() - self.sent_at) * 1000, 3))
+        """Keep one raw chunk: its JSON text when the client gave it, else the dict."""
+        arrived = time.perf_counter()
+        if self._dicts is None and raw_json is not None:
+            self._texts += raw_json
+            self._marks += _MARK.pack(len(self._texts), arrived)
+            return
+        if self._dicts is None:
+            self._dicts = list(self._text_list())
+        self._dicts.append(raw_json if raw_json is not None else chunk)
+        self._marks += _MARK.pack(0, arrived)
+
+    @property
+    def chunk_offsets_ms(self) -> list[float]:
+        """When each raw chunk arrived, in ms after the request (wall clock, for replay
+        pacing only; metrics use the injected clock)."""
+        sent = self.sent_at
+        return [round((arrived - sent) * 1000, 3) for _, arrived in _MARK.iter_unpack(self._marks)]
 
     @property
     def raw_chunks(self) -> list[dict[str, Any]]:
-        """The chunks as dicts, exactly as the provider sent them.
+        """The chunks as dicts, exactly as the provider sent them; when the client gave
+        every chunk's JSON text, a ``JsonTextList`` that keeps those texts, so a store
+        writes the provider's bytes as they came."""
+        return self.decoded_chunks(keep_texts=True)
 
-        When the client gave every chunk's JSON text, the list keeps those texts
-        (``JsonTextList``), so a store writes the provider's bytes as they came.
-        """
-        # Thousands of new, long-lived dicts at once: collecting while they are being
-        # built only scans them again and again, so the collector waits until the end.
-        chunks = self._chunks
+    def decoded_chunks(self, *, keep_texts: bool) -> list[dict[str, Any]]:
+        """``raw_chunks``; ``keep_texts=False`` leaves the JSON texts out (nothing will
+        store them), a plain list of the decoded chunks."""
+        # Many new, long-lived dicts at once: collecting while they are being built
+        # only scans them again and again, so the collector waits until the end.
         paused = gc.isenabled()
         gc.disable()
         try:
-            items = [orjson.loads(c) if isinstance(c, bytes) else c for c in chunks]
+            if self._dicts is not None:
+                return [orjson.loads(c) if isinstance(c, bytes) else c for c in self._dicts]
+            if not keep_texts:
+                return self._decoded(memoryview(self._texts))
+            texts = self._text_list()
+            items = JsonTextList(map(orjson.loads, texts), texts) if texts else []
         finally:
             if paused:
                 gc.enable()
-        texts = [c for c in chunks if isinstance(c, bytes)]
-        return JsonTextList(items, texts) if len(texts) == len(chunks) and texts else items
+        return items
+
+    def _decoded(self, view: memoryview) -> list[dict[str, Any]]:
+        start, items = 0, []
+        with view:
+            for end, _ in _MARK.iter_unpack(self._marks):
+                items.append(orjson.loads(view[start:end]))
+                start = end
+        return items
+
+    def _text_list(self) -> list[bytes]:
+        texts, start = [], 0
+        with memoryview(self._texts) as view:
+            for end, _ in _MARK.iter_unpack(self._marks):
+                texts.append(bytes(view[start:end]))
+                start = end
+        return texts
+
+
+_MARK = struct.Struct("=Qd")
+"""A raw chunk's mark: where its JSON text ends, and when it arrived."""
+
+
+class RawChunks:
+    """Fills a response audit's ``raw_chunks`` with the call's decoded chunks, when
+    called (the audit's ``complete``: see ``Auditor.emit``)."""
+
+    __slots__ = ("_call", "_details", "_keep_texts")
+
+    def __init__(self, call: ModelCall, details: dict[str, Any], *, keep_texts: bool) -> None:
+        self._call, self._details, self._keep_texts = call, details, keep_texts
+
+    def __call__(self) -> None:
+        self._details["raw_chunks"] = self._call.decoded_chunks(keep_texts=self._keep_texts)
 
 
 class ClientCalls:

@@ -91,12 +91,20 @@ class NullRecorder:
     """A session without a store: every write succeeds and keeps nothing durable; only
     the effect ledger lives on in memory, so a lost batch still reaches the next turn.
 
-    It holds that session's ledger, so each session gets its own recorder."""
+    It holds that session's ledger, so each session gets its own recorder; the ledger
+    is made by the session's first batch (most sessions only stream answers)."""
 
+    __slots__ = ("_memory",)
     persistent = False
 
     def __init__(self) -> None:
-        self._ledger = MemoryLedger()
+        self._memory: MemoryLedger | None = None
+
+    @property
+    def _ledger(self) -> MemoryLedger:
+        if self._memory is None:
+            self._memory = MemoryLedger()
+        return self._memory
 
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
         return None
@@ -132,7 +140,8 @@ class NullRecorder:
         return self._ledger.unreported()
 
     async def finish_turn(self, turn: FinishedTurn) -> None:
-        self._ledger.reported(turn.recovered)
+        if self._memory is not None:
+            self._memory.reported(turn.recovered)
 
     async def close(self) -> None:
         return None

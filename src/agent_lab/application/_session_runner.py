@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import uuid
 from collections.abc import Coroutine
@@ -18,13 +17,19 @@ from typing import Any
 from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import EventAgentLink, EventServices
+from agent_lab.application._deadlines import deadlines_for
 from agent_lab.application._modes import mode_for
 from agent_lab.application._persistence import SessionRecorder
 from agent_lab.application._recording import FinishedTurn, NullRecorder, Recorder
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._transcript import History, fold_title, persisted_call_ids
-from agent_lab.application._turn import EngineDeps, TurnEngine, as_user_message
+from agent_lab.application._turn import (
+    TurnEngine,
+    TurnLimits,
+    as_user_message,
+    default_turn_limits,
+)
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.event_agent import EventAgent, ReplyChannel
 from agent_lab.application.events import EventBatchExecutor
@@ -44,10 +49,6 @@ from agent_lab.domain.messages import ChatMessage
 
 logger = logging.getLogger("agent_lab.application.runtime")
 
-_TIMER_CONTEXT = contextvars.Context()
-"""Where the turn timers run (they only cancel a task): one shared empty context
-instead of a copy of the session's for every turn."""
-
 
 @dataclass(eq=False, repr=False)
 class SessionRunner:
@@ -62,6 +63,7 @@ class SessionRunner:
     store: SessionStore | None
     one_shot: bool
     claim_wait_seconds: float = 0.0
+    limits: TurnLimits = field(default_factory=default_turn_limits)
     auditor: Auditor = field(init=False)
     engine: TurnEngine | None = field(default=None, init=False)
     _services: EventServices | None = field(default=None, init=False)
@@ -99,10 +101,7 @@ class SessionRunner:
 
     async def _begin(self, session: SessionState, origin: float) -> Coroutine[Any, Any, None]:
         """Announce the session; returns its work: one turn, or turns until closed."""
-        self.engine = TurnEngine(
-            EngineDeps(self.client, self.registry, self.queues, self.auditor, self._event_services),
-            session,
-        )
+        self.engine = TurnEngine(self, session)  # the runner is the engine's ``EngineDeps``
         waits_for_input = not self.one_shot and not self.request.user_message
         # The first turn's timeline starts now, unless it starts when input arrives.
         turn = None if waits_for_input else self.engine.begin(origin)
@@ -115,9 +114,10 @@ class SessionRunner:
         return self._serve_turns(turn)
 
     async def _end(self, session: SessionState) -> None:
-        # The engine's event-agent link calls back into this runner: a reference
-        # cycle. Breaking it here frees the session by reference counting, so
-        # finished sessions never wait for (and lengthen) a full collection.
+        # The engine holds this runner (its ``EngineDeps``), and its event-agent link
+        # calls back into it: reference cycles. Breaking them here frees the session
+        # by reference counting, so finished sessions never wait for (and lengthen) a
+        # full collection.
         self.engine = None
         await self._stop_event_agent()
         self._services = None  # its event-agent link calls back into this runner too
@@ -266,13 +266,13 @@ class SessionRunner:
         """The turn, in this task: ``cancel_turn`` and the time limit cancel the task and
         are taken back here (``uncancel``); any other cancellation ends the session."""
         assert self.engine is not None
-        limit = self.engine.deps.limits.max_seconds
+        limit = self.limits.max_seconds
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
         self._turn_task, self._turn_cancels, self._turn_expired = task, 0, False
-        # One timer, no timeout context per turn.
-        timer = loop.call_at(loop.time() + limit, self._expire_turn, context=_TIMER_CONTEXT)
+        deadlines = deadlines_for(loop)  # one timer for all the loop's turns
+        deadlines.add(self, limit)
         try:
             outcome = await self.engine.run_turn(turn, user)
         except asyncio.CancelledError:
@@ -283,7 +283,7 @@ class SessionRunner:
                 return TurnOutcome("failed", TurnLimitExceeded("wall_time", f"{limit:g} s limit"))
             return TurnOutcome("cancelled", RunCancelled())
         finally:
-            timer.cancel()
+            deadlines.remove(self)
             self._turn_task = None
             self._take_back_turn_cancels(task)  # asked for, but the turn ended first
         if outcome.status == "failed":
@@ -297,7 +297,8 @@ class SessionRunner:
             task.uncancel()
         return task.cancelling() > 0
 
-    def _expire_turn(self) -> None:
+    def expire_turn(self) -> None:
+        """The turn's wall time is up (``TurnLimits.max_seconds``): cancel it."""
         if self._turn_task is not None:
             self._turn_expired = True
             self._cancel_turn_task()
@@ -347,7 +348,7 @@ class SessionRunner:
             if message is not None:
                 return message
 
-    def _event_services(self) -> EventServices:
+    def event_services(self) -> EventServices:
         """The executor and the event-agent link, made on the session's first batch
         (a session whose turns only stream answers never makes them)."""
         if self._services is None:
@@ -365,7 +366,7 @@ class SessionRunner:
         """Start the event agent on the first dual batch (sessions without one never pay)."""
         if self._event_agent_task is not None and not self._event_agent_task.done():
             return
-        services = self._event_services()
+        services = self.event_services()
         agent = EventAgent(
             self.client,
             self.registry,

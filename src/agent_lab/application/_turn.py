@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, assert_never
+from dataclasses import dataclass
+from typing import Any, Protocol, assert_never
 
 from agent_lab.application import _audit_details, _outputs, _policies
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import BatchRun, EventServices, RoundContext
 from agent_lab.application._chat_round import ChatRoundRequest, StreamedRound, stream_round
 from agent_lab.application._metrics import (
+    RawChunks,
     argument_metric,
     chat_metric,
     chat_metric_key,
@@ -65,15 +65,20 @@ class TurnLimits:
 DEFAULT_TURN_LIMITS = TurnLimits()
 
 
-@dataclass(slots=True)
-class EngineDeps:
+class EngineDeps(Protocol):
+    """What the engine uses of the session around it (the session's runner)."""
+
     client: ChatClient
     registry: ToolRegistry
     queues: RuntimeQueues
     auditor: Auditor
-    event_services: Callable[[], EventServices]
-    """Made on the first round with tool calls: most turns only stream an answer."""
-    limits: TurnLimits = field(default_factory=lambda: DEFAULT_TURN_LIMITS)
+    limits: TurnLimits
+
+    def event_services(self) -> EventServices: ...  # made on the first round with tools
+
+
+def default_turn_limits() -> TurnLimits:
+    return DEFAULT_TURN_LIMITS
 
 
 class TurnEngine:
@@ -237,28 +242,26 @@ class TurnEngine:
     async def _audit_response(
         self, turn: TurnState, streamed: StreamedRound, requested_at: float
     ) -> None:
-        """The ``chat_agent_response`` audit of a streamed chat call."""
+        """The ``chat_agent_response`` audit; raw chunks decoded late (``Auditor.emit``)."""
         call = streamed.call
         answered_at = self.clock()
         call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)
-        await self.auditor.emit(
-            "chat_agent_response",
-            _audit_details.chat_agent_response(
-                turn.index,
-                turn.round_index,
-                self.session.mode,
-                content=streamed.content,
-                events=streamed.events,
-                raw_chunks=call.raw_chunks,
-                chunk_offsets_ms=call.chunk_offsets_ms,
-                usage=call.usage,
-                visible_ttft_ms=streamed.ttft_ms,
-                provider_ttft_ms=call.ttft_ms,
-                call=_audit_details.model_call(call, chat_metric_key(turn.index, turn.round_index)),
-                ignored_event_names=streamed.ignored_event_names,
-            ),
-            now=answered_at,
+        details = _audit_details.chat_agent_response(
+            turn.index,
+            turn.round_index,
+            self.session.mode,
+            content=streamed.content,
+            events=streamed.events,
+            raw_chunks=[],  # filled in by ``RawChunks``
+            chunk_offsets_ms=call.chunk_offsets_ms,
+            usage=call.usage,
+            visible_ttft_ms=streamed.ttft_ms,
+            provider_ttft_ms=call.ttft_ms,
+            call=_audit_details.model_call(call, chat_metric_key(turn.index, turn.round_index)),
+            ignored_event_names=streamed.ignored_event_names,
         )
+        fill = RawChunks(call, details, keep_texts=self.session.recorder.persistent)
+        await self.auditor.emit("chat_agent_response", details, now=answered_at, complete=fill)
         turn.streaming_text = []  # the response audit holds the round's text now
 
     def _round_context(self, turn: TurnState) -> RoundContext:

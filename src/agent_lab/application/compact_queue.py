@@ -1,11 +1,18 @@
-"""``CompactQueue``: an ``asyncio.Queue`` that allocates what it rarely needs only when needed."""
+"""``CompactQueue``: an ``asyncio.Queue`` that allocates what it rarely needs only when
+needed; ``SparseQueue``: one that holds no deque at all while it is empty and nobody
+waits."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+logger = logging.getLogger("agent_lab.application.runtime")
 
 _NO_WAITERS: tuple[()] = ()
 """Stands in for the putters of an unbounded queue: nobody ever waits to put."""
@@ -39,7 +46,15 @@ class CompactQueue(asyncio.Queue[T]):
     shared stand-in for the ``join()`` event until someone joins. Same behaviour as
     ``asyncio.Queue``, and the same methods (none of ``put``/``get`` is wrapped, so a
     delta costs what it costs on a plain queue).
+
+    An item can be completed when it is taken (``complete_when_taken``): the runtime
+    fills in the decoded raw chunks of a response audit then, in the consumer's step,
+    so they live only as long as the consumer keeps the message, not for as long as
+    the message waits in the queue.
     """
+
+    _completions: dict[int, Callable[[], object]] | None = None
+    """What completes each waiting item that has something left to do, by ``id``."""
 
     def __init__(self, maxsize: int = 0) -> None:
         super().__init__(maxsize)
@@ -53,3 +68,93 @@ class CompactQueue(asyncio.Queue[T]):
             if self._finished is _NOBODY_JOINS:
                 self._finished = asyncio.Event()  # not set: items are unfinished
             await self._finished.wait()
+
+    def complete_when_taken(self, item: T, complete: Callable[[], object]) -> None:
+        """Call ``complete()`` when ``item``, put next, is taken, just before it is
+        handed out (``get`` or ``get_nowait``); ``forget_completion`` if it is not put."""
+        if self._completions is None:
+            self._completions = {}
+        self._completions[id(item)] = complete
+
+    def forget_completion(self, item: T) -> None:
+        if self._completions is not None:
+            self._completions.pop(id(item), None)
+
+    def _get(self) -> T:
+        item: T = self._queue.popleft()  # type: ignore[attr-defined]  # asyncio.Queue's deque
+        completions = self._completions
+        if completions:
+            complete = completions.pop(id(item), None)
+            if complete is not None:
+                _run(complete)
+        return item
+
+
+def _run(complete: Callable[[], object]) -> None:
+    try:
+        complete()
+    except Exception:  # the item still goes out, as it is
+        logger.exception("completing a queued output failed")
+
+
+_NO_ITEMS: tuple[()] = ()
+"""Stands in for the items of an empty ``SparseQueue``."""
+
+
+class SparseQueue(CompactQueue[T]):
+    """A ``CompactQueue`` for queues that are empty most of the time, such as a
+    session's input: while nothing is queued and nobody waits it holds no deque (a
+    deque is about 0.7 KiB and an object the collector tracks); the items' deque is
+    made by the first ``put`` and the waiters' by the first ``get`` that has to wait,
+    and each is dropped once empty again.
+
+    Same behaviour as ``asyncio.Queue``; ``get`` is its own (the waiters' deque may come
+    and go while it waits), so it costs a little more per call: meant for queues of a
+    few items per turn, not for a stream of deltas."""
+
+    def __init__(self, maxsize: int = 0) -> None:
+        super().__init__(maxsize)
+        self._getters: Any = _NO_WAITERS
+
+    def _init(self, maxsize: int) -> None:
+        self._queue: Any = _NO_ITEMS
+
+    def _put(self, item: T) -> None:
+        if self._queue is _NO_ITEMS:
+            self._queue = deque()
+        self._queue.append(item)
+
+    def _get(self) -> T:
+        queue = self._queue
+        item: T = queue.popleft()
+        if not queue:
+            self._queue = _NO_ITEMS
+        completions = self._completions
+        if completions:
+            complete = completions.pop(id(item), None)
+            if complete is not None:
+                _run(complete)
+        return item
+
+    async def get(self) -> T:
+        """Remove and return an item, waiting until one is available."""
+        while self.empty():
+            getters = self._getters
+            if getters is _NO_WAITERS:
+                getters = self._getters = deque()
+            getter = self._get_loop().create_future()  # type: ignore[attr-defined]
+            getters.append(getter)
+            try:
+                await getter
+            except BaseException:
+                getter.cancel()  # in case it is not done yet
+                if getter in self._getters:
+                    self._getters.remove(getter)
+                if not self.empty() and not getter.cancelled():
+                    self._wakeup_next(self._getters)  # type: ignore[attr-defined]
+                if not self._getters:
+                    self._getters = _NO_WAITERS
+                raise
+        if not self._getters:
+            self._getters = _NO_WAITERS
+        return self.get_nowait()

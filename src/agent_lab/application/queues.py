@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agent_lab.application.compact_queue import CompactQueue
+from agent_lab.application.compact_queue import CompactQueue, SparseQueue
 from agent_lab.application.event_agent import EventAgentRequest, EventBatchDone
 from agent_lab.application.protocol import InputItem
 
@@ -25,8 +25,10 @@ class RuntimeQueues:
     * ``events`` — ``EventAgentRequest`` batches for the event agent; made on first
       use unless given (a session without a ``dual_agent`` batch never needs it).
 
-    The defaults are ``CompactQueue``s: ``asyncio.Queue``s that allocate their waiter
-    bookkeeping only when it is needed (about 1.7 KiB a queue instead of 3.2).
+    The defaults are ``asyncio.Queue``s that allocate their bookkeeping only when it is
+    needed: a ``CompactQueue`` for the output (about 1.7 KiB instead of 3.2), and for
+    the input and events, which are empty most of the time, a ``SparseQueue`` (no
+    deque at all while empty and nobody waits).
     """
 
     __slots__ = ("_events", "input", "output")
@@ -38,7 +40,7 @@ class RuntimeQueues:
         events: asyncio.Queue[EventAgentRequest] | None = None,
     ) -> None:
         self.input: asyncio.Queue[InputItem | EventBatchDone] = (
-            input if input is not None else CompactQueue()
+            input if input is not None else SparseQueue()
         )
         self.output: asyncio.Queue[Any] = output if output is not None else CompactQueue()
         self._events = events
@@ -46,7 +48,7 @@ class RuntimeQueues:
     @property
     def events(self) -> asyncio.Queue[EventAgentRequest]:
         if self._events is None:
-            self._events = CompactQueue()
+            self._events = SparseQueue()
         return self._events
 
     @events.setter
