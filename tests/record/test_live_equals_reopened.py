@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.record import LiveRecords, TurnRecord
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolDefinition, ToolRegistry, build_default_tool_registry
@@ -142,6 +144,40 @@ def _fast_and_slow(release: asyncio.Event) -> ToolRegistry:
     )
 
 
+async def _cancelled_session(
+    base_url: str,
+    database: Path,
+    registry: ToolRegistry,
+    run_request: DebugRunRequest,
+    *,
+    when: Callable[[dict[str, Any], list[dict[str, Any]]], bool],
+) -> tuple[list[dict[str, Any]], LiveRecords, str]:
+    """A persisted session whose turn is cancelled once ``when(output, outputs)``; then
+    its input is closed and its outputs drained. Returns them, the records folded live
+    from them and the session id."""
+    live = LiveRecords()
+    outputs: list[dict[str, Any]] = []
+    cancelled = False
+    async with OpenAICompatibleChatClient(base_url, max_retries=0) as client:
+        with SQLiteSessionStore(database) as store:
+            runtime = DebugRuntime(client, registry=registry, session_store=store)
+            async with runtime.session(run_request) as session:
+                async for output in session:
+                    outputs.append(dict(output))
+                    live.feed(output)
+                    if not cancelled and when(outputs[-1], outputs):
+                        assert runtime.cancel_turn()
+                        cancelled = True
+                    if output["type"] == "error":
+                        break
+                await session.close()
+                async for output in session:
+                    outputs.append(dict(output))
+                    live.feed(output)
+    session_id = next(o["session_id"] for o in outputs if o.get("session_id"))
+    return outputs, live, session_id
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("mode", ["dual_agent", "chat_agent_tools"])
 async def test_a_turn_cancelled_mid_tools_closes_every_open_call(
@@ -152,26 +188,14 @@ async def test_a_turn_cancelled_mid_tools_closes_every_open_call(
         sse_server.add(with_events("Working on it.", "fast_tool", "slow_tool"))
     else:
         sse_server.add(tool_calls(("call_fast", "fast_tool", {}), ("call_slow", "slow_tool", {})))
-    registry = _fast_and_slow(asyncio.Event())
-    live = LiveRecords()
-    outputs: list[dict[str, Any]] = []
-    async with OpenAICompatibleChatClient(sse_server.base_url, max_retries=0) as client:
-        with SQLiteSessionStore(database) as store:
-            runtime = DebugRuntime(client, registry=registry, session_store=store)
-            async with runtime.session(request(mode, ["fast_tool", "slow_tool"])) as session:
-                async for output in session:
-                    outputs.append(dict(output))
-                    live.feed(output)
-                    if output["type"] == "tool_result":
-                        assert runtime.cancel_turn()
-                    if output["type"] == "error":
-                        break
-                await session.close()
-                async for output in session:
-                    outputs.append(dict(output))
-                    live.feed(output)
+    outputs, live, session_id = await _cancelled_session(
+        sse_server.base_url,
+        database,
+        _fast_and_slow(asyncio.Event()),
+        request(mode, ["fast_tool", "slow_tool"]),
+        when=lambda output, outputs: output["type"] == "tool_result",
+    )
     assert outputs[-1] == {"type": "done"}
-    session_id = next(o["session_id"] for o in outputs if o.get("session_id"))
 
     [record] = live.records()
     assert_same_records([record], reopened(database, session_id))
@@ -269,24 +293,13 @@ async def test_a_turn_cancelled_mid_answer_keeps_the_text_the_user_saw(
     database = tmp_path / "sessions.sqlite3"
     words = ("The bridge ", "was ", "built ", "in ", "1343.")
     sse_server.add(ScriptedResponse.sse(*_deltas(*words), pause=0.5))
-    live = LiveRecords()
-    outputs: list[dict[str, Any]] = []
-    async with OpenAICompatibleChatClient(sse_server.base_url, max_retries=0) as client:
-        with SQLiteSessionStore(database) as store:
-            runtime = DebugRuntime(client, registry=ToolRegistry(), session_store=store)
-            async with runtime.session(request("dual_agent", [])) as session:
-                async for output in session:
-                    outputs.append(dict(output))
-                    live.feed(output)
-                    if output["type"] == "message_delta" and spoken(outputs) == "The bridge was ":
-                        assert runtime.cancel_turn()
-                    if output["type"] == "error":
-                        break
-                await session.close()
-                async for output in session:
-                    outputs.append(dict(output))
-                    live.feed(output)
-    session_id = next(o["session_id"] for o in outputs if o.get("session_id"))
+    outputs, live, session_id = await _cancelled_session(
+        sse_server.base_url,
+        database,
+        ToolRegistry(),
+        request("dual_agent", []),
+        when=lambda output, outputs: spoken(outputs) == "The bridge was ",
+    )
 
     assert spoken(outputs) == "The bridge was "
     [record] = live.records()

@@ -173,20 +173,6 @@ async def test_compact_queue_behaves_like_asyncio_queue() -> None:
         queue.task_done()
 
 
-@pytest.mark.asyncio
-async def test_a_bounded_compact_queue_makes_put_wait_for_room() -> None:
-    queue: CompactQueue[int] = CompactQueue(maxsize=1)
-    queue.put_nowait(1)
-    with pytest.raises(asyncio.QueueFull):
-        queue.put_nowait(2)
-    putter = asyncio.create_task(queue.put(2))
-    await asyncio.sleep(0)
-    assert not putter.done()
-    assert queue.get_nowait() == 1
-    await asyncio.wait_for(putter, 1)
-    assert queue.get_nowait() == 2 and queue.empty()
-
-
 class _CountingStore(InMemorySessionStore):
     def __init__(self) -> None:
         super().__init__()

@@ -93,8 +93,9 @@ async def test_a_sparse_queue_counts_unfinished_items_for_join() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_bounded_sparse_queue_makes_put_wait_for_room() -> None:
-    queue: SparseQueue[int] = SparseQueue(maxsize=1)
+@pytest.mark.parametrize("kind", [CompactQueue, SparseQueue])
+async def test_a_bounded_queue_makes_put_wait_for_room(kind: type[CompactQueue[int]]) -> None:
+    queue = kind(maxsize=1)
     queue.put_nowait(1)
     with pytest.raises(asyncio.QueueFull):
         queue.put_nowait(2)

@@ -3,6 +3,7 @@ runs is what it shows after a reload (rounds, texts, tool ids, statuses, reasons
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -224,70 +225,61 @@ def test_dual_arguments_show_live_in_the_conversation_timeline_and_detail(page: 
     expect(calendar).to_have_attribute("data-resolved-by", "argument_generation")
 
 
-@pytest.fixture
-def failing_lab(tmp_path: Path) -> Iterator[ServedLab]:
-    """A lab whose model endpoint answers the first request with HTTP 503."""
+@contextlib.contextmanager
+def scripted_lab(home: Path, answer: ScriptedResponse) -> Iterator[ServedLab]:
+    """A lab whose model endpoint gives ``answer`` to the first request."""
     with SSETranscriptServer() as model:
-        model.add(ScriptedResponse.error(503, {"error": {"message": "overloaded"}}))
-        settings = LabSettings(
-            home=tmp_path / "home", base_url=model.base_url, model="scripted", max_retries=0
-        )
+        model.add(answer)
+        settings = LabSettings(home=home, base_url=model.base_url, model="scripted", max_retries=0)
         with served(settings) as srv:
             yield srv
 
 
-def test_a_failed_turn_gives_the_same_reason_live_and_after_reload(
-    browser: Browser, failing_lab: ServedLab
-) -> None:
+def failed_live(browser: Browser, lab: ServedLab, message: str) -> tuple[Page, list[Any]]:
+    """A new page that sends ``message``, and what it shows once its turn failed."""
     page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.goto(failing_lab.base_url + "/")
+    page.goto(lab.base_url + "/")
     expect(page.locator("#tool-list input")).not_to_have_count(0)
-    send(page, "Hello?")
+    send(page, message)
     expect(page.locator(".msg.error")).to_have_count(1, timeout=30_000)
     expect(page.locator("#status")).to_have_text("live", timeout=30_000)
-    live = shown(page)
-
-    after = reopened(page)
-
-    assert after == live
-    [error] = live[0]["errors"]
-    assert error.startswith("turn failed: provider_error:http_503 — ")
-    assert "overloaded" in error
-    expect(page.locator(".msg.error")).to_have_attribute("data-reason", "provider_error:http_503")
-    page.context.close()
+    return page, settled(page)
 
 
-@pytest.fixture
-def breaking_lab(tmp_path: Path) -> Iterator[ServedLab]:
-    """A lab whose model shows half an answer and then loses the connection."""
+def test_a_failed_turn_gives_the_same_reason_live_and_after_reload(
+    browser: Browser, tmp_path: Path
+) -> None:
+    overloaded = ScriptedResponse.error(503, {"error": {"message": "overloaded"}})
+    with scripted_lab(tmp_path / "home", overloaded) as lab:
+        page, live = failed_live(browser, lab, "Hello?")
+
+        after = reopened(page)
+
+        assert after == live
+        [error] = live[0]["errors"]
+        assert error.startswith("turn failed: provider_error:http_503 — ")
+        assert "overloaded" in error
+        expect(page.locator(".msg.error")).to_have_attribute(
+            "data-reason", "provider_error:http_503"
+        )
+        page.context.close()
+
+
+def test_an_answer_cut_off_mid_stream_reads_the_same_live_and_after_reload(
+    browser: Browser, tmp_path: Path
+) -> None:
     half = [
         {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
         for text in ("The old bridge ", "was built ")
     ]
-    with SSETranscriptServer() as model:
-        model.add(ScriptedResponse.sse(*half, done=False, abort=True))
-        settings = LabSettings(
-            home=tmp_path / "home", base_url=model.base_url, model="scripted", max_retries=0
-        )
-        with served(settings) as srv:
-            yield srv
+    broken = ScriptedResponse.sse(*half, done=False, abort=True)  # the connection is lost
+    with scripted_lab(tmp_path / "home", broken) as lab:
+        page, live = failed_live(browser, lab, "Tell me about the bridge")
 
+        after = reopened(page)
 
-def test_an_answer_cut_off_mid_stream_reads_the_same_live_and_after_reload(
-    browser: Browser, breaking_lab: ServedLab
-) -> None:
-    page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.goto(breaking_lab.base_url + "/")
-    expect(page.locator("#tool-list input")).not_to_have_count(0)
-    send(page, "Tell me about the bridge")
-    expect(page.locator(".msg.error")).to_have_count(1, timeout=30_000)
-    expect(page.locator("#status")).to_have_text("live", timeout=30_000)
-    live = settled(page)
-
-    after = reopened(page)
-
-    assert after == live
-    [turn] = live
-    assert [entry["text"] for entry in turn["rounds"]] == ["The old bridge was built "]
-    assert turn["errors"][0].startswith("turn failed: provider_error")
-    page.context.close()
+        assert after == live
+        [turn] = live
+        assert [entry["text"] for entry in turn["rounds"]] == ["The old bridge was built "]
+        assert turn["errors"][0].startswith("turn failed: provider_error")
+        page.context.close()

@@ -82,11 +82,14 @@ class CompactQueue(asyncio.Queue[T]):
 
     def _get(self) -> T:
         item: T = self._queue.popleft()  # type: ignore[attr-defined]  # asyncio.Queue's deque
-        completions = self._completions
-        if completions:
-            complete = completions.pop(id(item), None)
-            if complete is not None:
-                _run(complete)
+        return self._completed(item) if self._completions else item
+
+    def _completed(self, item: T) -> T:
+        """``item``, taken: completed first if ``complete_when_taken`` asked for it."""
+        assert self._completions is not None
+        complete = self._completions.pop(id(item), None)
+        if complete is not None:
+            _run(complete)
         return item
 
 
@@ -129,12 +132,7 @@ class SparseQueue(CompactQueue[T]):
         item: T = queue.popleft()
         if not queue:
             self._queue = _NO_ITEMS
-        completions = self._completions
-        if completions:
-            complete = completions.pop(id(item), None)
-            if complete is not None:
-                _run(complete)
-        return item
+        return self._completed(item) if self._completions else item
 
     async def get(self) -> T:
         """Remove and return an item, waiting until one is available."""
