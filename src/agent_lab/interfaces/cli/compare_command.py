@@ -13,7 +13,13 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agent_lab.interfaces.cli.common import LabOptions, notice, open_lab, run_async, stdout_console
+from agent_lab.interfaces.cli.common import (
+    LabOptions,
+    notice,
+    open_lab,
+    run_async,
+    stdout_console,
+)
 from agent_lab.interfaces.cli.compare import (
     SessionRun,
     exit_code,
@@ -29,6 +35,7 @@ from agent_lab.interfaces.cli.compare_report import (
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
 from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
+from agent_lab.interfaces.cli.masking import endpoint_text
 from agent_lab.interfaces.cli.render import metric_table
 from agent_lab.scenarios import Scenario, bundled_scenarios
 
@@ -114,12 +121,12 @@ async def _compare(
     started = datetime.now()
     async with open_lab(settings) as lab:
         if not as_json:
-            notice(console, lab.endpoint_description)
+            notice(console, endpoint_text(lab))
         if executor == "ray":
             runs = await _run_on_ray(lab, scenario, repeat, console, quiet=as_json)
         else:
             runs = await _run_all(lab, scenario, repeat, console, quiet=as_json)
-        endpoint = lab.endpoint_description
+        endpoint = endpoint_text(lab)
     result = CompareResult(
         scenario=scenario,
         endpoint=endpoint,

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from agent_lab.interfaces.cli.common import LabOptions, guard, stdout_console
 from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
+from agent_lab.interfaces.cli.masking import redact_url
 from agent_lab.interfaces.settings import (
     PROJECT_CONFIG_NAME,
     USER_CONFIG_NAME,
@@ -23,7 +24,8 @@ CONFIG_HELP = f"""Show the effective settings and where each came from: flag, fi
 
 Settings come, highest first, from flags, --config FILE, ./{PROJECT_CONFIG_NAME},
 $XDG_CONFIG_HOME/agent-lab/{USER_CONFIG_NAME} (default ~/.config), the environment and
-the defaults. Secrets are shown as ***.
+the defaults. Secrets are shown as ***, also the credentials in a base URL
+(user:pass@, api-key=, key=, token=).
 
 Examples:
 
@@ -73,6 +75,8 @@ def effective_rows(resolved: ResolvedSettings) -> list[tuple[str, Any, str]]:
         value = getattr(settings, name)
         if isinstance(value, SecretStr):
             value = MASK
+        elif name == "base_url" and value:
+            value = redact_url(value)  # user:pass@ and secret query values
         source = resolved.origins[name]
         if name == "home" and value is None:
             value, source = str(settings.lab_home()), "default (the platform's data directory)"

@@ -63,6 +63,16 @@ ModeOption = Annotated[
     ),
 ]
 
+ModeFilterOption = Annotated[
+    ModeChoice | None,
+    typer.Option(
+        "--mode",
+        help="Only sessions of this mode: dual_agent or chat_agent_tools.",
+        show_default=False,
+    ),
+]
+"""``--mode`` as a filter: without it every mode is listed, so no default is named."""
+
 
 def repeatable(flag: str, help_text: str) -> Any:
     """The ``typer.Option`` of a flag given once per value (its values arrive as a list,

@@ -1,13 +1,16 @@
 """Replay a persisted session against its recorded provider chunks, with the current code.
 
-The recorded chunks come from the audits: ``chat_agent_response.details.raw_chunks``
-for chat calls and ``event_agent_response.details.raw_model_chunks`` for the event
-agent's forced calls. ``ReplayTransport`` serves them over an ``httpx`` transport to
+The recording (``replay_recording``) is the session's request, user turns and recorded
+chunks. ``ReplayTransport`` serves them over an ``httpx`` transport to
 the real ``OpenAICompatibleChatClient``, so they go through the same request building,
 tool-name aliasing, SSE decoding and chunk parsing as a live run. Chunks are paced
 with the recorded per-call timing (time to first chunk, then the rest of the call's
 latency spread evenly for recordings older than the per-chunk arrival offsets),
 scaled by ``speed``.
+
+Each turn is replayed in the mode it ran in (a session continued with another
+``--mode`` has turns of both): where the mode changes, the replay continues the
+session with the new mode, as ``run --session ID --mode MODE`` did.
 
 The replay never touches the original session: it runs in a temporary database with
 the same session id, and the tools run for real on a fresh, temporary data directory.
@@ -19,19 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import takewhile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 import orjson
 
-from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.session_store import SessionStore
-from agent_lab.domain.errors import SessionNotFound, UsageError
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.interfaces.cli.common import scratch_registry
@@ -43,6 +43,7 @@ from agent_lab.interfaces.cli.replay_compare import (
     normalize,
     turn_records,
 )
+from agent_lab.interfaces.cli.replay_recording import RecordedCall, Recording, load_recording
 
 __all__ = [
     "RecordedCall",
@@ -58,167 +59,6 @@ __all__ = [
 ]
 
 REPLAY_BASE_URL = "http://replay.agent-lab.invalid/v1"
-
-
-# ------------------------------------------------------------------ recording
-
-
-@dataclass(frozen=True)
-class RecordedCall:
-    """One model call as recorded: its chunks and timing."""
-
-    kind: Literal["chat", "event"]
-    turn_index: int
-    round_index: int
-    chunks: list[dict[str, Any]]
-    function: str | None = None
-    """Event calls: the provider function name the chunks call."""
-    ttft_ms: int | None = None
-    latency_ms: int | None = None
-    offsets_ms: list[float] | None = None
-    """When each chunk arrived after the request, as recorded (exact pacing)."""
-
-
-@dataclass(frozen=True)
-class Recording:
-    """What a replay needs from a persisted session."""
-
-    session_id: str
-    request: DebugRunRequest
-    user_turns: list[str]
-    chat_calls: list[RecordedCall]
-    event_calls: list[RecordedCall]
-    ended_early: str | None = None
-    """Why the replay stops before the recording's last turn (a failed or cancelled turn)."""
-
-
-REPLAYABLE = frozenset({"completed", "terminated"})
-"""Turn statuses whose recording is complete; a replay stops at the first other one."""
-
-
-def load_recording(store: SessionStore, session_id: str) -> Recording:
-    """Read a session's configuration, user turns and recorded chunks.
-
-    Raises:
-        SessionNotFound: no session has that id.
-        UsageError: the session has no turns, or no configuration to replay with.
-    """
-    session = store.get_session(session_id)
-    if session is None:
-        raise SessionNotFound(session_id)
-    summary = store.usage_summary(session_id)
-    rows = [turn for turn in summary["turns"] if turn.get("user_message")]
-    if not rows:
-        raise UsageError(f"session {session_id!r} has no recorded turns to replay")
-    complete = list(takewhile(lambda turn: turn.get("status") in REPLAYABLE, rows))
-    ended_early = _ended_early(session_id, rows, len(complete))
-    turns = [str(turn["user_message"]) for turn in complete]
-    request = _recorded_request(session, session_id, turns[0])
-    timing = _call_timing(summary["calls"])
-    chat, event = _recorded_calls(store.list_audit_logs(session_id), timing)
-    last = int(complete[-1]["turn_index"])
-    chat = [call for call in chat if call.turn_index <= last]
-    event = [call for call in event if call.turn_index <= last]
-    return Recording(session_id, request, turns, chat, event, ended_early)
-
-
-def _ended_early(session_id: str, rows: Sequence[Mapping[str, Any]], complete: int) -> str | None:
-    """Explain a recording that stops at a failed or cancelled turn (``None``: it does not).
-
-    Raises:
-        UsageError: already the first turn is incomplete, so nothing can be replayed.
-    """
-    if complete == len(rows):
-        return None
-    stopped = rows[complete]
-    index, status = stopped["turn_index"], stopped.get("status") or "unfinished"
-    why = (
-        f"turn {index} was {status} in the recording, so its recorded model calls end early"
-        " and cannot be replayed"
-    )
-    if complete == 0:
-        raise UsageError(
-            f"session {session_id!r} cannot be replayed: {why}; only completed turns can be,"
-            " and this session has none before it"
-        )
-    later = len(rows) - complete - 1
-    replayed = "turn 1 is" if complete == 1 else f"turns 1–{complete} are"
-    skipped = f"turn {index} and the {later} turn(s) after it are" if later else f"turn {index} is"
-    return f"{why}; {replayed} replayed and compared, {skipped} not"
-
-
-def _recorded_request(
-    session: Mapping[str, Any], session_id: str, first_turn: str
-) -> DebugRunRequest:
-    config = dict(session.get("config") or {})
-    fields = set(DebugRunRequest.model_fields) - {"session_id", "user_message"}
-    if "chat_agent" not in config:
-        raise UsageError(f"session {session_id!r} has no recorded configuration to replay with")
-    kept = {key: value for key, value in config.items() if key in fields}
-    return DebugRunRequest.model_validate(
-        {**kept, "session_id": session_id, "user_message": first_turn}
-    )
-
-
-def _call_timing(calls: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int | None, int | None]]:
-    timing: dict[str, tuple[int | None, int | None]] = {}
-    for call in calls:
-        if call.get("call_kind") == "chat":
-            key = f"chat:{call['turn_index']}:{call['round_index']}"
-        elif call.get("call_kind") in ("argument_fallback", "argument_generation"):
-            key = f"event:{call.get('event_id')}"
-        else:
-            continue
-        timing[key] = (call.get("ttft_ms"), call.get("latency_ms"))
-    return timing
-
-
-def _recorded_calls(
-    audits: Iterable[Mapping[str, Any]], timing: Mapping[str, tuple[int | None, int | None]]
-) -> tuple[list[RecordedCall], list[RecordedCall]]:
-    chat: list[RecordedCall] = []
-    event: list[RecordedCall] = []
-    for audit in audits:
-        details = audit.get("details") or {}
-        turn = int(audit.get("turn_index") or details.get("turn_index") or 0)
-        round_index = int(details.get("round_index") or 0)
-        if audit.get("event") == "chat_agent_response":
-            ttft, latency = timing.get(f"chat:{turn}:{round_index}", (None, None))
-            chunks = list(details.get("raw_chunks") or [])
-            offsets = _offsets(details.get("raw_chunk_offsets_ms"), chunks)
-            chat.append(
-                RecordedCall("chat", turn, round_index, chunks, None, ttft, latency, offsets)
-            )
-        elif audit.get("event") == "event_agent_response":
-            for entry in details.get("raw_model_chunks") or []:
-                if entry.get("chunks"):
-                    ttft, latency = timing.get(f"event:{entry.get('event_id')}", (None, None))
-                    chunks = list(entry["chunks"])
-                    function = _called_function(chunks)
-                    offsets = _offsets(entry.get("chunk_offsets_ms"), chunks)
-                    event.append(
-                        RecordedCall(
-                            "event", turn, round_index, chunks, function, ttft, latency, offsets
-                        )
-                    )
-    return chat, event
-
-
-def _offsets(recorded: Any, chunks: Sequence[Any]) -> list[float] | None:
-    if isinstance(recorded, list) and len(recorded) == len(chunks):
-        return [float(value) for value in recorded]
-    return None  # recorded before arrival offsets were kept: pace from the metrics
-
-
-def _called_function(chunks: Iterable[Mapping[str, Any]]) -> str | None:
-    for chunk in chunks:
-        for choice in chunk.get("choices") or []:
-            for call in (choice.get("delta") or {}).get("tool_calls") or []:
-                name = (call.get("function") or {}).get("name")
-                if name:
-                    return str(name)
-    return None
-
 
 # ------------------------------------------------------------------ transport
 
@@ -371,9 +211,12 @@ async def _drive(
         OpenAICompatibleChatClient(REPLAY_BASE_URL, max_retries=0, http_client=http) as client,
     ):
         with scratch_registry() as registry:
-            runtime = DebugRuntime(client, registry=registry, session_store=scratch)
-            driver = SessionDriver(runtime, hooks.observer)
-            try:
-                await drive_turns(driver, recording.request, recording.user_turns, hooks)
-            finally:
-                await driver.aclose()
+            for request, turns in recording.segments():
+                runtime = DebugRuntime(client, registry=registry, session_store=scratch)
+                driver = SessionDriver(runtime, hooks.observer)
+                try:
+                    ends = await drive_turns(driver, request, turns, hooks)
+                finally:
+                    await driver.aclose()
+                if len(ends) < len(turns):
+                    break  # the session ended before the recording's did

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
     EXIT_RUN_FAILED,
@@ -20,6 +19,7 @@ from agent_lab.interfaces.cli.flags import STORE_FLAGS, lab_flags
 from agent_lab.interfaces.cli.options import repeatable
 from agent_lab.interfaces.cli.render import ConversationRenderer
 from agent_lab.interfaces.cli.session_ids import find_session
+from agent_lab.interfaces.cli.session_queries import open_store
 
 if TYPE_CHECKING:
     from agent_lab.interfaces.cli.replay import ReplayReport
@@ -42,7 +42,7 @@ Examples:
 """
 
 
-@lab_flags("session_id", "speed", "quiet", "ignore_key", *STORE_FLAGS)
+@lab_flags("session_id", "speed", "quiet", "ignore_key", "config", *STORE_FLAGS)
 def replay(
     options: LabOptions,
     session_id: Annotated[str, typer.Argument(help="The session to replay.", show_default=False)],
@@ -70,7 +70,7 @@ async def _replay(
     hooks = TurnHooks() if quiet else _live(ConversationRenderer(console))
     from agent_lab.interfaces.cli.replay import replay_session
 
-    with SQLiteSessionStore(options.settings().database()) as store:
+    with open_store(options.settings()) as store:
         session_id = str(find_session(store, session_id)["id"])
         report = await replay_session(store, session_id, speed=speed, hooks=hooks, ignore=ignore)
     print_report(console, report, ignore)

@@ -1,4 +1,11 @@
-"""What ``agent-lab sessions`` asks of the store: opening it, filters, ages."""
+"""What ``agent-lab sessions`` and ``replay`` ask of the store: opening it, filters, ages.
+
+Every command that reads stored sessions opens them with ``open_store``: the store the
+settings name (``LabSettings.store_location()``), the very one ``run``, ``chat`` and
+``serve`` write to: the PostgreSQL database of ``database_url``
+(``AGENT_LAB_DATABASE_URL``) when it is set, else the SQLite file (``--db``,
+``AGENT_LAB_DB``, ``<home>/agent-lab.sqlite3``).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +18,11 @@ from typing import Annotated, Any
 
 import typer
 
+from agent_lab.application.session_store import SessionStore
 from agent_lab.domain.errors import UsageError
-from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.infrastructure import store_factory
 from agent_lab.interfaces.cli.common import LabOptions, guard
+from agent_lab.interfaces.settings import LabSettings
 
 STATUSES = ("completed", "terminated", "failed", "cancelled", "running", "empty")
 """A session's status: the status of its last turn (``empty``: no turn yet)."""
@@ -31,23 +40,36 @@ _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-@contextmanager
-def open_store(db: Path | None, home: Path | None) -> Iterator[SQLiteSessionStore]:
-    """The session database chosen by --db/--home, the environment or the default."""
+def store_settings(config: Path | None, db: Path | None, home: Path | None) -> LabSettings:
+    """The settings of a command that only reads the store (``--config``, ``--db``,
+    ``--home``, then the environment and the config files)."""
     with guard():
-        settings = LabOptions(db=db, home=home).settings()
-        with SQLiteSessionStore(settings.database()) as store:
+        return LabOptions(config=config, db=db, home=home).settings()
+    raise AssertionError("unreachable")  # guard() always raises on failure
+
+
+@contextmanager
+def open_store(settings: LabSettings) -> Iterator[SessionStore]:
+    """The configured session store (see the module docstring), closed afterwards.
+
+    Errors inside the block become one stderr line and an exit code, as in ``guard``.
+    """
+    with guard():
+        store = store_factory.open_store(settings.store_location())
+        try:
             yield store
+        finally:
+            store.close()
 
 
-def session_status(store: SQLiteSessionStore, session_id: str) -> str:
+def session_status(store: SessionStore, session_id: str) -> str:
     """The status of the session's last turn, or ``empty``."""
     turns = store.usage_summary(session_id).get("turns") or []
     return str(turns[-1].get("status") or "running") if turns else "empty"
 
 
 def filtered_sessions(
-    store: SQLiteSessionStore,
+    store: SessionStore,
     *,
     mode: str | None = None,
     status: str | None = None,
@@ -85,7 +107,7 @@ def parse_age(text: str) -> timedelta:
 
 
 def older_than(
-    store: SQLiteSessionStore, age: timedelta, now: datetime | None = None
+    store: SessionStore, age: timedelta, now: datetime | None = None
 ) -> list[dict[str, Any]]:
     """The sessions last updated more than ``age`` ago, newest first."""
     cutoff = (now or datetime.now(UTC)) - age

@@ -29,6 +29,8 @@ _ROLE_LABELS = {
     "argument_fallback": "argument fallback",
     "argument_generation": "argument generation",
 }
+_INSIDE_CHAT = frozenset({"follow_up"})
+"""Record cost roles that are a share of ``chat``, not a part beside it."""
 _STATUS_STYLES = {"succeeded": "green", "failed": "red", "cancelled": "yellow", "running": "red"}
 UNCERTAIN_STATUSES = frozenset({"unknown", "not_executed"})
 """Recovered calls whose effect the ledger could not confirm."""
@@ -40,8 +42,11 @@ def usd(value: str | None) -> str:
 
 
 def cost_text(cost: Row, roles: Collection[str] | None = None) -> str:
-    """``$0.0012 (chat $0.001 · argument generation $0.0002)`` or ``unknown (…)``.
+    """``$0.0012 — chat $0.001 · argument generation $0.0002`` or ``unknown (…)``.
 
+    The parts add up to the total, as in ``run``'s cost line and the web lab's
+    ``cost_by_role``: ``chat`` is the chat agent's calls, first calls and follow-ups
+    (docs/runtime.md), so the record's ``follow_up`` sum, a share of it, is not listed.
     ``roles``: the roles that made calls (the split names only these); all by default.
     """
     total = usd(cost.get("total_usd"))
@@ -54,7 +59,7 @@ def cost_text(cost: Row, roles: Collection[str] | None = None) -> str:
     split = " · ".join(
         f"{_ROLE_LABELS.get(r, r)} {usd(v)}"
         for r, v in parts.items()
-        if roles is None or r in roles
+        if r not in _INSIDE_CHAT and (roles is None or r in roles)
     )
     return f"{total} — {split}" if split else total
 
@@ -79,13 +84,44 @@ def turn_cost_note(
     return f"  cost: {split.total.describe()}" + (f" — {roles}" if roles else "")
 
 
-def print_turns(console: Console, records: Sequence[Row], session_cost: Row) -> None:
-    """Every turn: user text, rounds (text, tool calls, results), failure, cost."""
+CallKey = tuple[int, int, str]
+"""``(turn, round, event id)``."""
+
+
+def print_turns(
+    console: Console,
+    records: Sequence[Row],
+    session_cost: Row,
+    written: Mapping[CallKey, str] | None = None,
+) -> None:
+    """Every turn: user text, rounds (text, tool calls, results), failure, cost.
+
+    ``written``: the arguments text of the provider's tool calls as the model wrote it
+    (``written_arguments``), shown where it is not the JSON object the call ran with.
+    """
     recovered = recovered_calls(records)
     for record in records:
-        _print_turn(console, record, recovered)
+        _print_turn(console, record, recovered, written or {})
     roles = set().union(*(_roles(record) for record in records))
     console.print(Text(f"session cost: {cost_text(session_cost, roles)}", style="bold"))
+
+
+def written_arguments(audits: Sequence[Row]) -> dict[CallKey, str]:
+    """The raw arguments text of each provider tool call (``chat_event_detected``);
+    ``dual_agent`` events carry none (the event agent resolves their arguments)."""
+    found: dict[CallKey, str] = {}
+    for audit in audits:
+        details = audit.get("details") or {}
+        event = details.get("event") or {}
+        if audit.get("event") != "chat_event_detected" or "raw_arguments" not in event:
+            continue
+        if details.get("source") != "provider_tool_call":
+            continue
+        turn = int(audit.get("turn_index") or 0)
+        found[(turn, int(details.get("round_index") or 0), str(event.get("id")))] = str(
+            event["raw_arguments"]
+        )
+    return found
 
 
 def recovered_calls(records: Sequence[Row]) -> dict[tuple[int, int, str], Row]:
@@ -108,7 +144,10 @@ def _roles(record: Row) -> set[str]:
 
 
 def _print_turn(
-    console: Console, record: Row, recovered: Mapping[tuple[int, int, str], Row]
+    console: Console,
+    record: Row,
+    recovered: Mapping[CallKey, Row],
+    written: Mapping[CallKey, str],
 ) -> None:
     status = str(record["status"])
     console.rule(f"turn {record['turn_index']} · {status}")
@@ -120,13 +159,14 @@ def _print_turn(
     for entry in record["rounds"]:
         index = entry["round_index"]
         console.print(Text(f"round {index}", style="bold"))
-        said = entry["text"] + "".join(entry["spoken"])
+        said = spoken_text(entry["text"], entry["spoken"])
         if said.strip():
             console.print(Text.assemble(("  assistant› ", "bold green"), said))
         for event_id in entry["event_ids"]:
             key = (index, event_id)
             uncertain = recovered.get((turn, index, event_id))
-            _print_tool(console, tools.get(key), events.get(key), event_id, uncertain)
+            raw = written.get((turn, index, event_id))
+            _print_tool(console, tools.get(key), events.get(key), event_id, uncertain, raw)
         for call in (c for c in calls if c["round_index"] == index):
             console.print(Text(f"  {_call_line(call)}", style="dim"))
     failure = record.get("failure")
@@ -135,6 +175,18 @@ def _print_turn(
     for call in record.get("recovered_calls") or []:
         console.print(Text(f"  ⚠ recovered {_recovered_line(call)}", style="bold yellow"))
     console.print(Text(f"  turn cost: {cost_text(record['cost'], _roles(record))}", style="dim"))
+
+
+def spoken_text(text: str, spoken: Sequence[str]) -> str:
+    """What the user heard in a round: the chat agent's text, then the runtime's own
+    sentences (template confirmations, the farewell), a space between separate messages
+    that do not already have one (the stored text is left as it is)."""
+    said = text
+    for sentence in spoken:
+        if said and sentence and not said[-1].isspace() and not sentence[0].isspace():
+            said += " "
+        said += sentence
+    return said
 
 
 def _recovered_line(call: Row) -> str:
@@ -152,6 +204,7 @@ def _print_tool(
     event: Row | None,
     event_id: str,
     uncertain: Row | None = None,
+    raw: str | None = None,
 ) -> None:
     name = (tool or event or {}).get("event_name") or "?"
     status = _tool_status(tool, uncertain)
@@ -163,7 +216,11 @@ def _print_tool(
             (status, _STATUS_STYLES.get(status, "")),
         )
     )
-    console.print(Text(f"    arguments: {_shown_arguments(tool, event, uncertain)}"))
+    arguments = (tool or event or {}).get("arguments")
+    if raw is not None and _misread(raw, arguments):
+        console.print(Text(f"    arguments: {_written(raw)}", style="yellow"))
+    else:
+        console.print(Text(f"    arguments: {_shown_arguments(tool, event, uncertain)}"))
     result = (tool or {}).get("result")
     if result is not None:
         console.print(Text(f"    result: {short(_text(result))}", style="magenta"))
@@ -178,6 +235,25 @@ def _tool_status(tool: Row | None, uncertain: Row | None) -> str:
     if uncertain is not None:  # it ran: the ledger recorded its result
         return f"{uncertain['status']} (recorded before the interruption)"
     return str((tool or {}).get("status") or "unknown")
+
+
+def _misread(raw: str, arguments: object) -> bool:
+    """The call's text is not the JSON object of the arguments it ran with."""
+    if not raw.strip():
+        return bool(arguments)  # no text: the empty arguments
+    try:
+        return bool(json.loads(raw) != (arguments or {}))
+    except ValueError:
+        return True
+
+
+def _written(raw: str) -> str:
+    """The model's arguments text, as it wrote it, and why the call could not use it."""
+    try:
+        json.loads(raw)
+    except ValueError:
+        return f"{short(raw)} (not valid JSON, as the model wrote them)"
+    return f"{short(raw)} (not a JSON object, as the model wrote them)"
 
 
 def _shown_arguments(tool: Row | None, event: Row | None, uncertain: Row | None) -> str:

@@ -11,20 +11,20 @@ import typer
 from rich.text import Text
 
 from agent_lab.application.pricing import PriceTable
-from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.application.session_store import SessionStore
 from agent_lab.interfaces.cli.common import (
-    LabOptions,
     fail,
     guard,
     help_text,
     mode_value,
     stdout_console,
 )
+from agent_lab.interfaces.cli.confirm import confirm
 from agent_lab.interfaces.cli.options import (
     ConfigOption,
     DbOption,
     HomeOption,
-    ModeOption,
+    ModeFilterOption,
 )
 from agent_lab.interfaces.cli.render import (
     audit_timeline_table,
@@ -38,8 +38,13 @@ from agent_lab.interfaces.cli.session_queries import (
     older_than,
     open_store,
     parse_age,
+    store_settings,
 )
-from agent_lab.interfaces.cli.session_show import print_explained, print_turns
+from agent_lab.interfaces.cli.session_show import (
+    print_explained,
+    print_turns,
+    written_arguments,
+)
 from agent_lab.interfaces.cli.sessions_otlp import export_otlp
 from agent_lab.interfaces.explain_view import explain_turns
 from agent_lab.interfaces.lab import lab_prices
@@ -110,13 +115,14 @@ def list_sessions(
         int | None,
         typer.Option("--limit", min=1, help="Show at most this many.", show_default=False),
     ] = None,
-    mode: ModeOption = None,
+    mode: ModeFilterOption = None,
     status: StatusOption = None,
+    config: ConfigOption = None,
     db: DbOption = None,
     home: HomeOption = None,
 ) -> None:
     """List sessions, newest first."""
-    with open_store(db, home) as store:
+    with open_store(store_settings(config, db, home)) as store:
         sessions = filtered_sessions(store, mode=mode_value(mode), status=status, limit=limit)
     if as_json:
         _write_json(sys.stdout, sessions)
@@ -147,9 +153,10 @@ def show_session(
     home: HomeOption = None,
 ) -> None:
     """Print every turn (text, tool calls, results, failures, cost) and the audit timeline."""
+    settings = store_settings(config, db, home)
     with guard():
-        prices = lab_prices(LabOptions(config=config, db=db, home=home).settings())
-    with open_store(db, home) as store:
+        prices = lab_prices(settings)
+    with open_store(settings) as store:
         session = _require(store, session_id)
         session_id = str(session["id"])
         document = session_export(store, session_id, prices)
@@ -162,7 +169,7 @@ def show_session(
     if explain:
         print_explained(console, explained)
         return
-    print_turns(console, document["records"], document["cost"])
+    print_turns(console, document["records"], document["cost"], written_arguments(audits))
     console.print(turn_metrics_table(summary))
     console.print(audit_timeline_table(audits))
 
@@ -186,14 +193,15 @@ def export_session(
     home: HomeOption = None,
 ) -> None:
     """Export everything recorded for a session."""
-    if export_format == "otlp" and out is None:
-        return export_otlp(session_id, db, home)
-    if export_format not in ("json", "jsonl"):
+    if export_format not in ("json", "jsonl", "otlp") or (export_format == "otlp" and out):
         with guard():
             fail(f"unknown format {export_format!r} (use json, jsonl or otlp without --out)")
+    settings = store_settings(config, db, home)
+    if export_format == "otlp":
+        return export_otlp(session_id, settings)
     with guard():
-        prices = lab_prices(LabOptions(config=config, db=db, home=home).settings())
-    with open_store(db, home) as store:
+        prices = lab_prices(settings)
+    with open_store(settings) as store:
         record = session_record(store, session_id, prices)
     if out is None:
         _write_export(sys.stdout, record, export_format)
@@ -209,14 +217,15 @@ def export_session(
 def delete_session(
     session_id: SessionId,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    config: ConfigOption = None,
     db: DbOption = None,
     home: HomeOption = None,
 ) -> None:
     """Delete a session and everything recorded for it."""
-    with open_store(db, home) as store:
+    with open_store(store_settings(config, db, home)) as store:
         session = _require(store, session_id)
         session_id = str(session["id"])
-        if not yes and not typer.confirm(f"Delete session {session_id} ({session['title']!r})?"):
+        if not yes and not confirm(f"Delete session {session_id} ({session['title']!r})?"):
             stdout_console().print("nothing deleted")
             return
         with guard():
@@ -230,6 +239,7 @@ def prune_sessions(
         typer.Option("--older-than", help="Age since the last update: 7d, 12h, 30m, 90s or 2w."),
     ],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    config: ConfigOption = None,
     db: DbOption = None,
     home: HomeOption = None,
 ) -> None:
@@ -237,13 +247,13 @@ def prune_sessions(
     with guard():
         age = parse_age(older)
     console = stdout_console()
-    with open_store(db, home) as store:
+    with open_store(store_settings(config, db, home)) as store:
         stale = older_than(store, age)
         if not stale:
             console.print(f"no session is older than {older}; nothing deleted")
             return
         question = f"Delete {len(stale)} session(s) not updated in the last {older}?"
-        if not yes and not typer.confirm(question):
+        if not yes and not confirm(question):
             console.print("nothing deleted")
             return
         with guard():
@@ -252,15 +262,13 @@ def prune_sessions(
     console.print(f"deleted {len(stale)} session(s) older than {older}")
 
 
-def session_record(
-    store: SQLiteSessionStore, session_id: str, prices: PriceTable
-) -> dict[str, Any]:
+def session_record(store: SessionStore, session_id: str, prices: PriceTable) -> dict[str, Any]:
     """The session's export document (the schema the web lab exports too)."""
     session = _require(store, session_id)
     return session_export(store, str(session["id"]), prices)
 
 
-def _require(store: SQLiteSessionStore, session_id: str) -> dict[str, Any]:
+def _require(store: SessionStore, session_id: str) -> dict[str, Any]:
     with guard():
         return find_session(store, session_id)
     raise AssertionError("unreachable")  # guard() always raises on failure

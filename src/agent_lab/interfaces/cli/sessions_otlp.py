@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_lab.interfaces.cli.common import guard, stdout_console
@@ -11,15 +10,16 @@ from agent_lab.interfaces.cli.session_queries import open_store
 
 if TYPE_CHECKING:
     from agent_lab.application.pricing import PriceTable
+    from agent_lab.interfaces.settings import LabSettings
 
 
-def export_otlp(session_id: str, db: Path | None, home: Path | None) -> None:
+def export_otlp(session_id: str, settings: LabSettings) -> None:
     """Send the session's spans to the OTLP endpoint the standard variables name."""
     from agent_lab.infrastructure import telemetry
 
     with guard():
         telemetry.require_otel()
-        with open_store(db, home) as store:
+        with open_store(settings) as store:
             session = find_session(store, session_id)
             count = telemetry.export_session(
                 store, str(session["id"]), options=telemetry.default_options(_prices())
