@@ -137,6 +137,41 @@ def _record_replay_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return recorded.delays
 
 
+def test_replay_follows_the_mode_each_turn_ran_in(cli: Invoke) -> None:
+    first = cli("run", "Set the volume to 30", "--json", "--mode", "dual_agent")
+    assert first.exit_code == 0, first.stderr
+    session_id = str(json.loads(first.stdout.splitlines()[0])["session_id"])
+    for text, mode in (
+        ("Schedule a review tomorrow at 2pm Europe/Berlin", "chat_agent_tools"),
+        ("Now search for BM25", "dual_agent"),
+    ):
+        assert cli("run", text, "--session", session_id, "--mode", mode).exit_code == 0
+    exported = json.loads(cli("sessions", "export", session_id).stdout)
+    assert [record["mode"] for record in exported["records"]] == [
+        "dual_agent",
+        "chat_agent_tools",
+        "dual_agent",
+    ]
+
+    result = cli("replay", session_id, "--speed", "0", "--quiet")
+
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "identical: 3 turn(s)" in result.stdout
+    assert "difference" not in result.stdout
+
+
+def test_replay_continues_a_terminated_session_the_recording_continued(
+    cli: Invoke, demo_sessions: dict[str, str]
+) -> None:
+    session_id = demo_sessions["dual_agent"]  # its turn 4 ends the session
+    assert cli("run", "Hello again", "--session", session_id).exit_code == 0
+
+    result = cli("replay", session_id, "--speed", "0", "--quiet")
+
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "identical: 5 turn(s)" in result.stdout
+
+
 def test_replay_of_an_unknown_session_is_one_usage_line(cli: Invoke) -> None:
     result = cli("replay", "missing")
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
-from tests.cli.cli_helpers import Invoke, copy_database, invoke_in
+from tests.cli.cli_helpers import Invoke, copy_database, invoke_in, process_env
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +134,56 @@ def test_sessions_in_a_real_process(cli_process: Invoke, session_id: str) -> Non
 
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)[0]["id"] == session_id
+
+
+def _delete_process(home: Path, *args: str, stdin: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent_lab.interfaces.cli", "sessions", *args],
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=process_env(home),
+    )
+
+
+@pytest.mark.parametrize("command", ["delete", "prune"])
+def test_no_answer_at_the_end_of_input_declines(
+    home: Path, session_id: str, store: Callable[[], SQLiteSessionStore], command: str
+) -> None:
+    args = [session_id] if command == "delete" else ["--older-than", "0s"]
+    process = _delete_process(home, command, *args, stdin=subprocess.DEVNULL)
+    stdout, stderr = process.communicate(timeout=120)
+
+    assert process.returncode == 0, stderr
+    assert stderr == ""
+    assert stdout.strip().endswith("nothing deleted")
+    assert store().get_session(session_id) is not None
+
+
+def test_ctrl_c_at_the_question_still_interrupts(
+    home: Path, session_id: str, store: Callable[[], SQLiteSessionStore]
+) -> None:
+    process = _delete_process(home, "delete", session_id, stdin=subprocess.PIPE)
+    assert process.stdout is not None
+    asked = ""
+    while not asked.endswith("[y/N]: "):
+        char = process.stdout.read(1)
+        assert char, "the question was never asked"
+        asked += char
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+
+    assert process.returncode == 130
+    assert stderr.splitlines() == ["error: interrupted"]
+    assert store().get_session(session_id) is not None
+
+
+def test_mode_filter_help_names_no_default(cli: Invoke) -> None:
+    result = cli("sessions", "list", "--help")
+
+    assert result.exit_code == 0
+    options = result.stdout.split("Options", 1)[1]
+    mode_help = options.split("--mode", 1)[1].split("--status", 1)[0]
+    assert "dual_agent" in mode_help and "chat_agent_tools" in mode_help
+    assert "default" not in mode_help

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,91 @@ def test_show_marks_the_calls_of_a_cut_off_batch_uncertain(cli_process: Invoke, 
     assert "uncertain: outcome unknown — check before repeating" in out
     assert "uncertain: not executed — the interruption came before it started" in out
     assert "⚠ recovered door.lock" in out and "(turn 1 round 1)" in out
+
+
+def _cost_parts(line: str) -> tuple[Decimal, dict[str, Decimal]]:
+    """``$1.58 — chat $1.28 · argument generation $0.299`` as its total and its parts."""
+    total, _, split = line.partition(" — ")
+    parts: dict[str, Decimal] = {}
+    for part in split.split(" · "):
+        name, _, amount = part.rpartition(" ")
+        parts[name] = Decimal(amount.removeprefix("$"))
+    return Decimal(total.removeprefix("$")), parts
+
+
+def test_turn_cost_parts_add_up_to_the_total_as_in_run(cli_process: Invoke, home: Path) -> None:
+    config = home / "lab.toml"
+    config.write_text('[prices."agent-lab-sim"]\ninput_per_mtok = 1000\noutput_per_mtok = 2000\n')
+    run = cli_process("run", SCHEDULE, "--mode", "dual_agent", "--config", str(config))
+    assert run.exit_code == 0, run.stderr
+    session_id = run.stdout.split("session ", 1)[1].split()[0]
+    [run_cost] = [
+        line.split("cost: ", 1)[1] for line in run.stdout.splitlines() if "cost: " in line
+    ]
+
+    shown = cli_process("sessions", "show", session_id, "--config", str(config))
+
+    assert shown.exit_code == 0, shown.stderr
+    assert "follow-up call chat:1:2" in shown.stdout  # the chat agent spoke again after tools
+    [turn_cost] = [
+        line.split("turn cost: ", 1)[1]
+        for line in shown.stdout.splitlines()
+        if "turn cost: " in line
+    ]
+    assert turn_cost == run_cost  # the same parts, named alike, as `run` printed
+    total, parts = _cost_parts(turn_cost)
+    assert set(parts) == {"chat", "argument generation"}  # chat = first calls and follow-ups
+    assert sum(parts.values()) == pytest.approx(total, rel=Decimal("0.01"))  # 3 digits shown
+    exported = json.loads(
+        cli_process("sessions", "export", session_id, "--config", str(config)).stdout
+    )
+    by_role = {
+        role: Decimal(v or 0) for role, v in exported["records"][0]["cost"]["by_role"].items()
+    }
+    exact = by_role["chat"] + by_role["argument_generation"] + by_role["argument_fallback"]
+    assert exact == Decimal(exported["records"][0]["cost"]["total_usd"])
+
+
+def test_show_gives_the_arguments_text_of_a_call_that_was_not_valid_json(
+    cli_process: Invoke,
+) -> None:
+    def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
+        return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    broken = {"index": 0, "id": "call_1", "type": "function"}
+    broken["function"] = {"name": "device__volume__adjust", "arguments": '{"mode": "abs'}
+    with SSETranscriptServer() as server:
+        server.add(
+            ScriptedResponse.sse(
+                chunk({"role": "assistant", "content": "Ok."}),
+                chunk({"tool_calls": [broken]}),
+                chunk({}, "tool_calls"),
+            ),
+            ScriptedResponse.sse(chunk({"content": "Done."})),
+        )
+        run = cli_process(
+            "run", "Set the volume", "--json", "--mode", "chat_agent_tools",
+            "--base-url", server.base_url, "--model", "m-1",
+        )  # fmt: skip
+    assert run.exit_code == 0, run.stderr
+
+    shown = cli_process("sessions", "show", _session_of(run.stdout))
+
+    assert shown.exit_code == 0, shown.stderr
+    assert 'arguments: {"mode": "abs (not valid JSON, as the model wrote them)' in shown.stdout
+    assert "arguments: {} (resolved by model)" not in shown.stdout
+
+
+def test_show_separates_the_chat_text_from_a_template_confirmation(cli_process: Invoke) -> None:
+    run = cli_process(
+        "run", "Schedule a review with Dana tomorrow at 2pm Europe/Berlin", "--json",
+        "--mode", "chat_agent_tools",
+    )  # fmt: skip
+    assert run.exit_code == 0, run.stderr
+
+    shown = cli_process("sessions", "show", _session_of(run.stdout))
+
+    assert shown.exit_code == 0, shown.stderr
+    [said] = [line for line in shown.stdout.splitlines() if "assistant›" in line]
+    assert "Dana. Scheduled Review with Dana for " in said
+    assert ".Scheduled" not in said

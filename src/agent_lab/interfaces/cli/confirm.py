@@ -13,8 +13,16 @@ def confirm(question: str) -> bool:
 
     An empty answer, ``n`` or ``no`` declines, and so does the end of the input (stdin
     closed or ``< /dev/null``), since nobody agreed. Ctrl-C is not an answer: it still
-    interrupts the command (exit code 130).
+    interrupts the command (``error: interrupted``, exit code 130).
     """
+    try:
+        return _ask(question)
+    except KeyboardInterrupt:
+        typer.echo()
+        raise typer.Abort from None
+
+
+def _ask(question: str) -> bool:
     while True:
         typer.echo(f"{question} [y/N]: ", nl=False)
         try:

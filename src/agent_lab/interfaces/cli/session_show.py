@@ -56,9 +56,10 @@ def cost_text(cost: Row, roles: Collection[str] | None = None) -> str:
         total = "unknown" if not known else f"≥ {format_usd(known)}"
         total += f" ({calls} call{'s' if calls != 1 else ''} unpriced)"
     parts = cost.get("by_role") or {}
+    order = [*(r for r in _ROLE_LABELS if r in parts), *(r for r in parts if r not in _ROLE_LABELS)]
     split = " · ".join(
-        f"{_ROLE_LABELS.get(r, r)} {usd(v)}"
-        for r, v in parts.items()
+        f"{_ROLE_LABELS.get(r, r)} {usd(parts[r])}"
+        for r in order
         if r not in _INSIDE_CHAT and (roles is None or r in roles)
     )
     return f"{total} — {split}" if split else total
