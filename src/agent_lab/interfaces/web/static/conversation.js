@@ -8,7 +8,9 @@
 // `applyTurnRecord`, so a turn looks the same live and after a reload.
 
 import { h, ms, num, parseJson, pretty } from "./dom.js";
-import { callsOf, failureText, isUncertain, shownStatus, UNCERTAIN } from "./records.js";
+import { callsOf, failureText, isUncertain, sessionEnds, shownStatus, UNCERTAIN } from "./records.js";
+
+export const SESSION_ENDED = "Session ended. Send a message to continue it.";
 
 export class Conversation {
   constructor(root, emptyHint) {
@@ -29,7 +31,11 @@ export class Conversation {
   // A stored session: every turn from its record, then the calls the store's effect
   // ledger still holds as unreported (uncertain until the next turn reports them).
   renderRecord(record) {
-    for (const turn of record.records || []) this.renderTurn(turn);
+    const ends = sessionEnds(record.audit);
+    for (const turn of record.records || []) {
+      this.renderTurn(turn);
+      if (ends.after.has(turn.turn_index)) this.sessionEnded();
+    }
     const unreported = record.unreported_calls || [];
     this.markUncertain(unreported);
     if (unreported.length) {
@@ -242,6 +248,13 @@ export class Conversation {
       const result = el.querySelector(".call-body .call-pre:nth-of-type(2)");
       if (result && result.textContent === "waiting for the result…") result.textContent = `no result: the turn was ${status}`;
     }
+  }
+
+  // The session's runtime stopped (a terminating tool, End session, idle): live when
+  // the `detached` frame comes, reopened where the stored `session_finished` audit is.
+  sessionEnded() {
+    this.notice(SESSION_ENDED);
+    this.root.lastElementChild.classList.add("ended");
   }
 
   notice(message) {
