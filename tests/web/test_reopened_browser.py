@@ -109,6 +109,59 @@ def test_a_session_continued_after_it_ended_keeps_the_note_where_it_ended(page: 
 
     assert after == live
     assert [entry.split(":")[0] for entry in live["shown"]] == [
-        "turn 1", "notice", "turn 2", "turn 3",
+        "turn 1",
+        "notice",
+        "turn 2",
+        "turn 3",
     ]
     assert live["status"] == "live"
+
+
+SAID = """() => [...document.querySelectorAll('#messages .round')].map((round) => {
+  const said = round.querySelector('.msg.assistant .msg-text');
+  return {
+    chat: said.firstChild && said.firstChild.nodeType === Node.TEXT_NODE
+      ? said.firstChild.textContent : '',
+    spoken: [...said.querySelectorAll('.msg-spoken')].map((el) => el.textContent),
+    lines: said.innerText,
+  };
+})"""
+
+
+WATCH_GLUED = """() => {
+  window.__glued = false;
+  new MutationObserver(() => {
+    for (const said of document.querySelectorAll('#messages .msg.assistant .msg-text')) {
+      if (said.innerText.includes('.Scheduled')) window.__glued = true;
+    }
+  }).observe(document.querySelector('#messages'),
+             { subtree: true, childList: true, characterData: true });
+}"""
+
+
+def said(page: Page) -> list[dict[str, Any]]:
+    value: list[dict[str, Any]] = page.evaluate(SAID)
+    return value
+
+
+def test_a_template_confirmation_is_set_apart_from_the_chat_text_live_and_reopened(
+    page: Page,
+) -> None:
+    page.click("#new-session")
+    page.check("input[name=mode][value=chat_agent_tools]", force=True)
+    page.evaluate(WATCH_GLUED)
+    send(page, "Schedule a design review with Dana tomorrow at 10 and look up SQLite WAL")
+    wait_turn_done(page, 2)
+    live = said(page)
+    assert page.evaluate("() => window.__glued") is False  # not even while it streamed
+
+    reload_and_read(page, 1)
+    after = said(page)
+
+    assert after == live
+    first = live[0]
+    assert first["chat"].endswith("SQLite WAL.") and "Scheduled" not in first["chat"]
+    [confirmation] = first["spoken"]
+    assert confirmation.startswith("Scheduled Design review with Dana for ")
+    assert "WAL.\nScheduled Design review" in first["lines"]  # a line of its own
+    assert "WAL.Scheduled" not in first["lines"]

@@ -81,13 +81,17 @@ export class Conversation {
   }
 
   // Each finished round says what the record says it said: the chat agent's words,
-  // then the runtime's own sentences (template confirmations, the farewell).
+  // then the runtime's own sentences (template confirmations, the farewell), each on a
+  // line of its own — they are separate messages, never glued to the chat text.
   sayRounds(turn, record) {
     for (const round of record.rounds || []) {
-      const said = round.text + (round.spoken || []).join("");
+      const spoken = round.spoken || [];
+      const said = round.text + spoken.join("");
       if (round.status !== "succeeded" && !said) continue; // cut off: keep what streamed
       const entry = this.roundOf(turn, round.round_index);
-      if (entry.text.data !== said) entry.text.data = said;
+      if (entry.text.data !== round.text) entry.text.data = round.text;
+      setSpoken(entry, spoken);
+      entry.chatSaid = true; // the chat agent's text is final: later deltas are the runtime's
       entry.bubble.hidden = !said;
       entry.bubble.classList.remove("streaming");
     }
@@ -168,14 +172,14 @@ export class Conversation {
     const turn = this.current || this.turn(1);
     if (!turn.rounds.has(index)) {
       const text = document.createTextNode("");
+      const said = h("div", { class: "msg-text" }, text);
       const bubble = h("div", { class: "msg assistant" },
-        h("div", { class: "msg-meta" }, `Assistant · round ${index}`),
-        h("div", { class: "msg-text" }, text));
+        h("div", { class: "msg-meta" }, `Assistant · round ${index}`), said);
       bubble.hidden = true;
       const calls = h("div", { class: "calls" });
       const el = h("div", { class: "round" }, bubble, calls);
       turn.el.append(el);
-      turn.rounds.set(index, { index, el, bubble, text, calls });
+      turn.rounds.set(index, { index, el, bubble, text, said, spoken: [], chatSaid: false, calls });
     }
     this.round = turn.rounds.get(index);
     return this.round;
@@ -185,7 +189,8 @@ export class Conversation {
     const round = this.round || this.startRound(this.nextRoundIndex());
     round.bubble.hidden = false;
     round.bubble.classList.add("streaming");
-    round.text.appendData(content);
+    if (round.chatSaid) setSpoken(round, [...round.spoken.map((el) => el.textContent), content]);
+    else round.text.appendData(content);
     this.scroll();
   }
 
@@ -271,6 +276,16 @@ export class Conversation {
 }
 
 const RAN = { succeeded: "done", failed: "error" };
+
+// The runtime's own sentences of a round (template confirmations, the farewell), each
+// its own line under the chat agent's text.
+function setSpoken(round, sentences) {
+  const shown = round.spoken.map((el) => el.textContent);
+  if (shown.length === sentences.length && shown.every((text, i) => text === sentences[i])) return;
+  for (const el of round.spoken) el.remove();
+  round.spoken = sentences.map((text) => h("span", { class: "msg-spoken", title: "said by the runtime, not the model" }, text));
+  round.said.append(...round.spoken);
+}
 
 function recoveredText(call) {
   if (call.status in UNCERTAIN) return `uncertain: ${UNCERTAIN[call.status]}`;
