@@ -5,12 +5,15 @@ confirmation set apart from the chat text, an event name that was not on offer."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from agent_lab.testing.sse_server import ScriptedResponse
 from tests.web.test_browser import VIEWPORT, browser, send, wait_turn_done
+from tests.web.test_views_browser import scripted_lab
 from tests.web.web_support import ServedLab, lab_settings, served
 
 pytestmark = pytest.mark.browser
@@ -165,3 +168,38 @@ def test_a_template_confirmation_is_set_apart_from_the_chat_text_live_and_reopen
     assert confirmation.startswith("Scheduled Design review with Dana for ")
     assert "WAL.\nScheduled Design review" in first["lines"]  # a line of its own
     assert "WAL.Scheduled" not in first["lines"]
+
+
+def chat_text(text: str) -> ScriptedResponse:
+    chunk = {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+    stop = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    return ScriptedResponse.sse(chunk, stop)
+
+
+IGNORED = """() => [...document.querySelectorAll('#messages .round')].map((round) =>
+  [...round.querySelectorAll('.ignored-event')].map((el) => el.textContent))"""
+
+
+def test_an_event_name_not_on_offer_is_shown_in_its_round_live_and_reopened(
+    browser: Browser, tmp_path: Path
+) -> None:
+    answer = chat_text("Trying <event>nuke.all</event> now.")
+    with scripted_lab(tmp_path / "home", answer) as lab:
+        page = browser.new_context(viewport=VIEWPORT).new_page()
+        page.goto(lab.base_url + "/")
+        expect(page.locator("#tool-list input")).not_to_have_count(0)
+        page.check("input[name=mode][value=dual_agent]", force=True)
+        send(page, "Wipe everything")
+        wait_turn_done(page, 1)
+        live = page.evaluate(IGNORED)
+
+        reload_and_read(page, 1)
+        after = page.evaluate(IGNORED)
+
+        assert after == live == [["ignored event: nuke.all (not an available tool)"]]
+        page.click(".tab[data-view=timeline]")
+        page.locator(".wf-bar.wf-chat").first.click()
+        detail = page.locator("#detail .detail-section").first
+        expect(detail.locator("summary")).to_have_text("ignored_events")
+        expect(detail).to_contain_text("ignored event: nuke.all (not an available tool)")
+        page.context.close()

@@ -8,7 +8,7 @@
 // `applyTurnRecord`, so a turn looks the same live and after a reload.
 
 import { h, ms, num, parseJson, pretty } from "./dom.js";
-import { callsOf, failureText, isUncertain, sessionEnds, shownStatus, UNCERTAIN } from "./records.js";
+import { callsOf, failureText, ignoredEvents, isUncertain, sessionEnds, shownStatus, UNCERTAIN } from "./records.js";
 
 export const SESSION_ENDED = "Session ended. Send a message to continue it.";
 
@@ -94,6 +94,10 @@ export class Conversation {
       entry.chatSaid = true; // the chat agent's text is final: later deltas are the runtime's
       entry.bubble.hidden = !said;
       entry.bubble.classList.remove("streaming");
+    }
+    for (const round of record.rounds || []) {
+      const lines = ignoredEvents(round);
+      if (lines.length) showIgnored(this.roundOf(turn, round.round_index), lines);
     }
   }
 
@@ -276,6 +280,16 @@ export class Conversation {
 }
 
 const RAN = { succeeded: "done", failed: "error" };
+
+// Under the round's calls, one line per event name that was not on offer.
+function showIgnored(round, lines) {
+  let el = round.el.querySelector(".ignored-events");
+  if (el && el.dataset.lines === lines.join("\n")) return;
+  el?.remove();
+  el = h("div", { class: "ignored-events", dataset: { lines: lines.join("\n") } },
+    ...lines.map((line) => h("div", { class: "ignored-event" }, line)));
+  round.calls.after(el);
+}
 
 // The runtime's own sentences of a round (template confirmations, the farewell), each
 // its own line under the chat agent's text.
