@@ -88,7 +88,12 @@ def test_an_unknown_tool_is_refused_with_its_field_and_nothing_is_stored(
         ('{"type": "user", "content": "hi", "extra": 1}', "extra", None),
         ("not json", "message", None),
         ("[1, 2]", "message", None),
-        ('{"type": "launch-the-missiles"}', "type", None),
+        (
+            '{"type": "launch-the-missiles"}',
+            "type",
+            "invalid message — type: unknown or missing message type; expected one of "
+            "'start', 'user', 'cancel', 'close', 'drop_queued'",
+        ),
         ("{}", "type", None),
         ('{"type": "start"}', "request", "request: required to start a session that is not live"),
         ('{"type": "start", "request": [1]}', "request", None),

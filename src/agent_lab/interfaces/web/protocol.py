@@ -19,7 +19,7 @@ frames without an offset: ``attached``, ``history``, ``detached``, ``cancelled``
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
@@ -89,6 +89,10 @@ Command = Annotated[
     Field(discriminator="type"),
 ]
 _COMMANDS: TypeAdapter[Command] = TypeAdapter(Command)
+COMMAND_TYPES: tuple[str, ...] = tuple(
+    get_args(model.model_fields["type"].annotation)[0] for model in get_args(get_args(Command)[0])
+)
+"""``start``, ``user``, ``cancel``, ``close``, ``drop_queued``."""
 
 
 class ProtocolError(ValueError):
@@ -137,7 +141,6 @@ def request_error(exc: InvalidRequest) -> ProtocolError:
     return ProtocolError(f"invalid request — {field}: {exc.problem}", field)
 
 
-COMMAND_TYPES = ("start", "user", "cancel", "close", "drop_queued")
 _TAG_ERRORS = frozenset({"union_tag_invalid", "union_tag_not_found"})
 
 
