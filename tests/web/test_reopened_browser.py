@@ -4,6 +4,7 @@ confirmation set apart from the chat text, an event name that was not on offer."
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from agent_lab.testing.sse_server import ScriptedResponse
+from agent_lab.interfaces.settings import LabSettings
+from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
 from tests.web.test_browser import VIEWPORT, browser, send, wait_turn_done
-from tests.web.test_views_browser import scripted_lab
 from tests.web.web_support import ServedLab, lab_settings, served
 
 pytestmark = pytest.mark.browser
@@ -180,11 +181,20 @@ IGNORED = """() => [...document.querySelectorAll('#messages .round')].map((round
   [...round.querySelectorAll('.ignored-event')].map((el) => el.textContent))"""
 
 
+@contextlib.contextmanager
+def scripted(home: Path, *answers: ScriptedResponse) -> Iterator[ServedLab]:
+    """A lab whose model endpoint gives ``answers``, one per request, in order."""
+    with SSETranscriptServer(*answers) as model:
+        settings = LabSettings(home=home, base_url=model.base_url, model="scripted", max_retries=0)
+        with served(settings) as srv:
+            yield srv
+
+
 def test_an_event_name_not_on_offer_is_shown_in_its_round_live_and_reopened(
     browser: Browser, tmp_path: Path
 ) -> None:
     answer = chat_text("Trying <event>nuke.all</event> now.")
-    with scripted_lab(tmp_path / "home", answer) as lab:
+    with scripted(tmp_path / "home", answer) as lab:
         page = browser.new_context(viewport=VIEWPORT).new_page()
         page.goto(lab.base_url + "/")
         expect(page.locator("#tool-list input")).not_to_have_count(0)

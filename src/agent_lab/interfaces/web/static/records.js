@@ -69,9 +69,8 @@ export function failureText(record) {
   return failure.message && failure.message !== head ? `${reason} — ${failure.message}` : reason;
 }
 
-// Event names the chat agent wrote in a round that were not on offer (dual_agent): they
-// never ran, and the visible text drops them, so the round says so.
+// Event names the chat agent wrote in a round that were not among the events on offer
+// (dual_agent): they never ran, and the visible text drops them, so the round says so.
 export function ignoredEvents(round) {
-  const why = (round.offered_events || []).length ? "not an available tool" : "no events were on offer in this round";
-  return (round.ignored_event_names || []).map((name) => `ignored event: ${name} (${why})`);
+  return (round.ignored_event_names || []).map((name) => `ignored event: ${name} (not an available tool)`);
 }
