@@ -234,7 +234,7 @@ async def run_direct_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchR
     events = list(streamed.events)
     assistant = ChatMessage(role="assistant", content=streamed.content, tool_calls=events)
     batch_id = await _begin(ctx, streamed, assistant=assistant, visible=[])
-    session.seen_call_ids.update(event.id for event in events)
+    session.note_call_ids(event.id for event in events)
     emitter = ReplyEmitter([event.id for event in events], ctx.output, ctx.turn.landed)
 
     async def on_dispatch(event: ToolCallEvent) -> None:

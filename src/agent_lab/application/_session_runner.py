@@ -164,7 +164,6 @@ class SessionRunner:
                 session_id=None,
                 scope_prefix=f"run-{uuid.uuid4().hex[:12]}",
                 history=History(),
-                seen_call_ids=set(),
                 next_turn_index=1,
                 recorder=NullRecorder(),
                 one_shot=self.one_shot,
@@ -324,7 +323,7 @@ class SessionRunner:
             await recorder.finish_turn(
                 FinishedTurn(
                     turn.index,
-                    turn.metrics,
+                    list(turn.metrics),
                     status=outcome.status,
                     wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
                     round_count=turn.round_index,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -26,11 +27,12 @@ class SessionState:
     scope_prefix: str
     history: History
     """Everything after the pre-messages that the chat agent will see again."""
-    seen_call_ids: set[str]
     next_turn_index: int
     recorder: Recorder
     """A ``SessionRecorder``, or a ``NullRecorder`` when no store is attached."""
     one_shot: bool
+    seen_call_ids: AbstractSet[str] = frozenset()
+    """Provider call ids of the session so far (a set is made by its first batch)."""
     prefix: RequestPrefix = field(init=False)
     """System prompts and pre-messages, the same for every chat call."""
     terminated: bool = False
@@ -46,6 +48,9 @@ class SessionState:
     def __post_init__(self) -> None:
         self.prefix = request_prefix(self.request)
 
+    def note_call_ids(self, ids: Iterable[str]) -> None:
+        self.seen_call_ids = {*self.seen_call_ids, *ids}
+
     @property
     def mode(self) -> ToolInvocationMode:
         return self.request.tool_invocation_mode
@@ -57,7 +62,8 @@ class TurnState:
     origin: float
     budget: int
     round_index: int = 0
-    metrics: list[CallMetric] = field(default_factory=list)
+    metrics: tuple[CallMetric, ...] = ()
+    """The turn's calls so far (a tuple: no list is made for a turn still streaming)."""
     open_batch: str | None = None
     """Journal id of a batch begun but not yet committed."""
     landed: dict[str, ChatMessage] = field(default_factory=dict)

@@ -110,9 +110,11 @@ class TurnEngine:
         """
         try:
             await self._open_turn(turn, user)
-            while True:
+            while True:  # one round per pass, through the protocol's phases
                 self._check_round_cap(turn)
-                step = await self._run_round(turn)
+                request = await self._build_request(turn)
+                streamed = await stream_round(self.deps.client, self.auditor, request)
+                step = await self._after_stream(turn, request, streamed)
                 match step:
                     case RunAgain():
                         continue
@@ -174,12 +176,12 @@ class TurnEngine:
             await recorder.abandon_batch(batch_id)
             self.session.lost_batch = True
 
-    async def _run_round(self, turn: TurnState) -> NextStep:
-        turn.round_index += 1
-        started, loop_started = self.clock(), asyncio.get_running_loop().time()
-        request, requested_at = await self._build_request(turn, started)
-        streamed = await stream_round(self.deps.client, self.auditor, request, requested_at)
-        await self._audit_response(turn, streamed, requested_at)
+    async def _after_stream(
+        self, turn: TurnState, request: ChatRoundRequest, streamed: StreamedRound
+    ) -> NextStep:
+        """Detect events → run batch → decide → persist → stats (the turn's loop
+        awaits the stream itself: no frame of the round's lives while it streams)."""
+        await self._audit_response(turn, streamed, request.requested_at)
         events = _detected_events(streamed)
         if not events:
             await self._persist_answer(turn, streamed)
@@ -191,14 +193,14 @@ class TurnEngine:
             decision = await self._decide(ctx, batch, streamed)
             user_spoke = await self._persist_batch(ctx, batch, decision)
             step = _policies.next_step(decision, user_spoke=user_spoke)
-        await self._stats(turn, streamed, started, loop_started)
+        await self._stats(turn, streamed, request.started, request.loop_started)
         return step
 
-    async def _build_request(
-        self, turn: TurnState, started: float
-    ) -> tuple[ChatRoundRequest, float]:
-        """The round's request, audited as ``chat_round_started`` and
-        ``chat_agent_request``; with the clock reading of the request audit."""
+    async def _build_request(self, turn: TurnState) -> ChatRoundRequest:
+        """The next round's request, audited as ``chat_round_started`` and
+        ``chat_agent_request``."""
+        turn.round_index += 1
+        started, loop_started = self.clock(), asyncio.get_running_loop().time()
         session = self.session
         configured = list(session.request.event_agent.enabled_tools)
         offer = self.mode.offer(self.deps.registry, configured if turn.budget > 0 else [])
@@ -227,17 +229,18 @@ class TurnEngine:
                 messages=sent.dumps,
             ),
         )
-        request = ChatRoundRequest(
+        return ChatRoundRequest(
             round_index=turn.round_index,
             messages=sent.messages,
             offer=offer,
             params=params,
             seen_call_ids=session.seen_call_ids,
             started=started,
+            loop_started=loop_started,
+            requested_at=requested_at,
             measure_provider_ttft=session.recorder.persistent,
             shown=turn.streaming_text,
         )
-        return request, requested_at
 
     async def _audit_response(
         self, turn: TurnState, streamed: StreamedRound, requested_at: float
@@ -339,21 +342,21 @@ class TurnEngine:
         return taken
 
     def _note_batch_metrics(self, turn: TurnState, batch: BatchRun) -> None:
-        turn.metrics += tool_metrics(
-            batch.result, turn_index=turn.index, round_index=turn.round_index, mode=self.mode.name
-        )
-        turn.metrics += [
+        index, round_index, mode = turn.index, turn.round_index, self.mode.name
+        tools = tool_metrics(batch.result, turn_index=index, round_index=round_index, mode=mode)
+        arguments = [
             argument_metric(
                 call.call,
                 fallback=call.fallback,
                 event_id=call.event_id,
                 event_name=call.event_name,
-                turn_index=turn.index,
-                round_index=turn.round_index,
-                mode=self.mode.name,
+                turn_index=index,
+                round_index=round_index,
+                mode=mode,
             )
             for call in batch.argument_calls
         ]
+        turn.metrics += (*tools, *arguments)
 
     async def _stats(
         self, turn: TurnState, streamed: StreamedRound, started: float, loop_started: float
@@ -374,14 +377,10 @@ class TurnEngine:
         loop = asyncio.get_running_loop()
         finished["loop_lag_ms"] = monitor_for(loop).max_between(loop_started, loop.time())
         await self.auditor.emit("chat_round_finished", finished)
-        turn.metrics.append(
-            chat_metric(
-                streamed.call,
-                turn_index=turn.index,
-                round_index=turn.round_index,
-                mode=self.mode.name,
-            )
+        metric = chat_metric(
+            streamed.call, turn_index=turn.index, round_index=turn.round_index, mode=self.mode.name
         )
+        turn.metrics += (metric,)
 
 
 def _detected_events(streamed: StreamedRound) -> list[ToolCallEvent]:
