@@ -16,7 +16,7 @@ from typing import Any
 
 from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
-from agent_lab.application._chat_round import StreamedRound
+from agent_lab.application._chat_round import ChatRound
 from agent_lab.application._session_state import SessionState, TurnState
 from agent_lab.application._transcript import event_history
 from agent_lab.application.event_agent import (
@@ -117,7 +117,7 @@ def _status(result: EventResult) -> CallStatus:
 
 async def _begin(
     ctx: RoundContext,
-    streamed: StreamedRound,
+    streamed: ChatRound,
     *,
     assistant: ChatMessage | None,
     visible: list[ChatMessage],
@@ -145,7 +145,7 @@ async def _begin(
     return batch_id
 
 
-async def run_dual_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchRun:
+async def run_dual_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
     """Hand the batch to the event agent and collect its replies from its channel."""
     session, turn = ctx.session, ctx.turn
     assistant = ChatMessage(role="assistant", content=streamed.content)
@@ -228,7 +228,7 @@ async def _land_dual_reply(
     await emitter.land(event_id, reply.message)
 
 
-async def run_direct_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchRun:
+async def run_direct_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
     """Run provider tool calls here, concurrently, replying in provider order."""
     session, turn = ctx.session, ctx.turn
     events = list(streamed.events)

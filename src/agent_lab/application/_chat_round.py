@@ -38,8 +38,15 @@ class Offer:
         return self.events if self.catalog is not None else []
 
 
-@dataclass
-class ChatRoundRequest:
+@dataclass(eq=False, slots=True)
+class ChatRound:
+    """One chat call of a round: what it asks (built with the round's request audit)
+    and what its stream produced (filled in by ``stream_round``). One object per round,
+    request and result alike, so a streaming session keeps one alive, not two.
+
+    Most rounds accept no event and ignore none: those lists are made on the first one.
+    """
+
     round_index: int
     messages: list[ChatMessage]
     offer: Offer
@@ -53,28 +60,18 @@ class ChatRoundRequest:
     requested_at: float
     """Clock reading of the round's ``chat_agent_request`` audit."""
     measure_provider_ttft: bool
-    shown: list[str] = field(default_factory=list)
-    """Where the round's visible deltas go: the turn keeps them, so a turn that ends
-    mid-stream can say what it showed."""
+    parts: list[str] = field(default_factory=list)
+    """The visible deltas, in order: the turn's list of what it showed, so a turn that
+    ends mid-stream can say what it showed."""
+    call: ModelCall = field(init=False)
+    ttft_ms: int | None = field(default=None, init=False)
+    """Visible TTFT: the first ``message_delta`` after the round started."""
+    duplicate_call_id: str | None = field(default=None, init=False)
+    _events: list[ToolCallEvent] | None = field(default=None, init=False)
+    _ignored: list[str] | None = field(default=None, init=False)
 
-
-class StreamedRound:
-    """What one chat stream produced.
-
-    Most rounds accept no event and ignore none: those lists are made on the first one.
-    """
-
-    __slots__ = ("_events", "_ignored", "call", "duplicate_call_id", "parts", "ttft_ms")
-
-    def __init__(self, call: ModelCall, parts: list[str] | None = None) -> None:
-        self.call = call
-        self.parts: list[str] = parts if parts is not None else []
-        """The visible deltas, in order (the turn's list of what it showed, if given)."""
-        self.ttft_ms: int | None = None
-        """Visible TTFT: the first ``message_delta`` after the round started."""
-        self.duplicate_call_id: str | None = None
-        self._events: list[ToolCallEvent] | None = None
-        self._ignored: list[str] | None = None
+    def __post_init__(self) -> None:
+        self.call = ModelCall(model=self.params.model)
 
     @property
     def content(self) -> str:
@@ -101,21 +98,17 @@ class StreamedRound:
         self._ignored.append(name)
 
 
-async def stream_round(
-    client: ChatClient, auditor: Auditor, request: ChatRoundRequest
-) -> StreamedRound:
+async def stream_round(client: ChatClient, auditor: Auditor, chat: ChatRound) -> None:
     """Stream one chat call, putting deltas, usage and accepted events on the output.
 
     Visible TTFT leaves out the client warm-up the call waited for (recorded apart).
-    The stream's state is this call's locals and the ``StreamedRound`` it returns: no
-    handler object lives while the round streams.
+    The stream's state is this call's locals and ``chat``: no handler object lives
+    while the round streams.
     """
-    call = ModelCall(model=request.params.model)
-    streamed = StreamedRound(call, parts=request.shown)
-    output, parts = auditor.output, streamed.parts
-    measuring = request.measure_provider_ttft
+    call, output, parts = chat.call, auditor.output, chat.parts
+    measuring = chat.measure_provider_ttft
     first_of_client = CLIENT_CALLS.first_use(client)
-    stream = client.stream_chat(request.messages, request.offer.tools, request.params)
+    stream = client.stream_chat(chat.messages, chat.offer.tools, chat.params)
     async for item in stream:  # the two kinds of every chunk, without a detour
         kind = item.kind
         if kind == "message_delta" and parts:  # a delta after the first: shown at once
@@ -125,69 +118,62 @@ async def stream_round(
             continue
         if measuring:  # provider TTFT: the call's first item of any kind
             measuring = False
-            call.ttft_ms = _outputs.elapsed_ms(request.requested_at, auditor.clock())
+            call.ttft_ms = _outputs.elapsed_ms(chat.requested_at, auditor.clock())
         if kind == "raw_chunk":  # kept for the response audit (no await on this path)
             if item.raw_chunk is not None:
                 call.add_chunk(item.raw_chunk, item.raw_json)
         elif kind == "message_delta":
-            await _first_delta(auditor, request, streamed, item.content)
+            await _first_delta(auditor, chat, item.content)
         else:
-            await _take(auditor, request, streamed, item)
-    await _finish(auditor, request, streamed)
+            await _take(auditor, chat, item)
+    await _finish(auditor, chat)
     call.observe(stream, first_of_client=first_of_client)
     warmup = round(call.warmup_ms)
-    if streamed.ttft_ms is not None and warmup:
-        streamed.ttft_ms = max(0, streamed.ttft_ms - warmup)
-    return streamed
+    if chat.ttft_ms is not None and warmup:
+        chat.ttft_ms = max(0, chat.ttft_ms - warmup)
 
 
-async def _first_delta(
-    auditor: Auditor, request: ChatRoundRequest, streamed: StreamedRound, content: str
-) -> None:
+async def _first_delta(auditor: Auditor, chat: ChatRound, content: str) -> None:
     """The round's first ``message_delta``: visible TTFT, audited before it is shown."""
-    streamed.ttft_ms = _outputs.elapsed_ms(request.started, auditor.clock())
+    chat.ttft_ms = _outputs.elapsed_ms(chat.started, auditor.clock())
     await auditor.emit(
-        "chat_message_stream_started", _audit_details.stream_started(request.round_index)
+        "chat_message_stream_started", _audit_details.stream_started(chat.round_index)
     )
-    streamed.parts.append(content)
+    chat.parts.append(content)
     await auditor.output.put(_outputs.message_delta(content))
 
 
-async def _take(
-    auditor: Auditor, request: ChatRoundRequest, streamed: StreamedRound, item: StreamItem
-) -> None:
+async def _take(auditor: Auditor, chat: ChatRound, item: StreamItem) -> None:
     """Any other item: usage and events."""
     if item.kind == "usage" and item.usage is not None:
-        streamed.call.usage = item.usage
+        chat.call.usage = item.usage
         await auditor.output.put(_outputs.usage(item.usage))
-    elif item.kind == request.offer.accepts and item.event is not None:
-        await _accept(auditor, request, streamed, item.event)
+    elif item.kind == chat.offer.accepts and item.event is not None:
+        await _accept(auditor, chat, item.event)
 
 
-async def _accept(
-    auditor: Auditor, request: ChatRoundRequest, streamed: StreamedRound, event: ToolCallEvent
-) -> None:
-    offer = request.offer
+async def _accept(auditor: Auditor, chat: ChatRound, event: ToolCallEvent) -> None:
+    offer = chat.offer
     if offer.offered_names_only and event.name not in offer.events:
-        streamed.ignore(event.name)
+        chat.ignore(event.name)
         return
     if offer.unique_call_ids and (
-        event.id in request.seen_call_ids or any(e.id == event.id for e in streamed.events)
+        event.id in chat.seen_call_ids or any(e.id == event.id for e in chat.events)
     ):
-        streamed.duplicate_call_id = streamed.duplicate_call_id or event.id
+        chat.duplicate_call_id = chat.duplicate_call_id or event.id
         return
-    streamed.accept(event)
+    chat.accept(event)
     await auditor.emit(
         "chat_event_detected",
-        _audit_details.event_detected(request.round_index, event, offer.accepts),
+        _audit_details.event_detected(chat.round_index, event, offer.accepts),
     )
     await auditor.output.put(_outputs.event(event))
 
 
-async def _finish(auditor: Auditor, request: ChatRoundRequest, streamed: StreamedRound) -> None:
-    parts = streamed.parts
+async def _finish(auditor: Auditor, chat: ChatRound) -> None:
+    parts = chat.parts
     if parts:
         await auditor.emit(
             "chat_message_stream_finished",
-            _audit_details.stream_finished(request.round_index, parts),
+            _audit_details.stream_finished(chat.round_index, parts),
         )

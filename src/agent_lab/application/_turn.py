@@ -21,7 +21,7 @@ from typing import Any, Protocol, assert_never
 from agent_lab.application import _audit_details, _outputs, _policies
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import BatchRun, EventServices, RoundContext
-from agent_lab.application._chat_round import ChatRoundRequest, StreamedRound, stream_round
+from agent_lab.application._chat_round import ChatRound, stream_round
 from agent_lab.application._metrics import (
     RawChunks,
     argument_metric,
@@ -112,9 +112,9 @@ class TurnEngine:
             await self._open_turn(turn, user)
             while True:  # one round per pass, through the protocol's phases
                 self._check_round_cap(turn)
-                request = await self._build_request(turn)
-                streamed = await stream_round(self.deps.client, self.auditor, request)
-                step = await self._after_stream(turn, request, streamed)
+                chat = await self._build_request(turn)
+                await stream_round(self.deps.client, self.auditor, chat)
+                step = await self._after_stream(turn, chat)
                 match step:
                     case RunAgain():
                         continue
@@ -176,12 +176,10 @@ class TurnEngine:
             await recorder.abandon_batch(batch_id)
             self.session.lost_batch = True
 
-    async def _after_stream(
-        self, turn: TurnState, request: ChatRoundRequest, streamed: StreamedRound
-    ) -> NextStep:
+    async def _after_stream(self, turn: TurnState, streamed: ChatRound) -> NextStep:
         """Detect events → run batch → decide → persist → stats (the turn's loop
         awaits the stream itself: no frame of the round's lives while it streams)."""
-        await self._audit_response(turn, streamed, request.requested_at)
+        await self._audit_response(turn, streamed)
         events = _detected_events(streamed)
         if not events:
             await self._persist_answer(turn, streamed)
@@ -193,10 +191,10 @@ class TurnEngine:
             decision = await self._decide(ctx, batch, streamed)
             user_spoke = await self._persist_batch(ctx, batch, decision)
             step = _policies.next_step(decision, user_spoke=user_spoke)
-        await self._stats(turn, streamed, request.started, request.loop_started)
+        await self._stats(turn, streamed)
         return step
 
-    async def _build_request(self, turn: TurnState) -> ChatRoundRequest:
+    async def _build_request(self, turn: TurnState) -> ChatRound:
         """The next round's request, audited as ``chat_round_started`` and
         ``chat_agent_request``."""
         turn.round_index += 1
@@ -229,7 +227,7 @@ class TurnEngine:
                 messages=sent.dumps,
             ),
         )
-        return ChatRoundRequest(
+        return ChatRound(
             round_index=turn.round_index,
             messages=sent.messages,
             offer=offer,
@@ -239,16 +237,14 @@ class TurnEngine:
             loop_started=loop_started,
             requested_at=requested_at,
             measure_provider_ttft=session.recorder.persistent,
-            shown=turn.streaming_text,
+            parts=turn.streaming_text,
         )
 
-    async def _audit_response(
-        self, turn: TurnState, streamed: StreamedRound, requested_at: float
-    ) -> None:
+    async def _audit_response(self, turn: TurnState, streamed: ChatRound) -> None:
         """The ``chat_agent_response`` audit; raw chunks decoded late (``Auditor.emit``)."""
         call = streamed.call
         answered_at = self.clock()
-        call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)
+        call.latency_ms = _outputs.elapsed_ms(streamed.requested_at, answered_at)
         details = _audit_details.chat_agent_response(
             turn.index,
             turn.round_index,
@@ -278,7 +274,7 @@ class TurnEngine:
             event_agent=services.event_agent,
         )
 
-    async def _persist_answer(self, turn: TurnState, streamed: StreamedRound) -> None:
+    async def _persist_answer(self, turn: TurnState, streamed: ChatRound) -> None:
         content = streamed.content
         if not content.strip():
             return
@@ -287,7 +283,7 @@ class TurnEngine:
         await self.session.recorder.append_messages(turn.index, [answer])
 
     async def _decide(
-        self, ctx: RoundContext, batch: BatchRun, streamed: StreamedRound
+        self, ctx: RoundContext, batch: BatchRun, streamed: ChatRound
     ) -> PolicyDecision:
         """Audit the batch's results and the policy's decision about them."""
         round_index = ctx.turn.round_index
@@ -358,10 +354,8 @@ class TurnEngine:
         ]
         turn.metrics += (*tools, *arguments)
 
-    async def _stats(
-        self, turn: TurnState, streamed: StreamedRound, started: float, loop_started: float
-    ) -> None:
-        elapsed = _outputs.elapsed_ms(started, self.clock())
+    async def _stats(self, turn: TurnState, streamed: ChatRound) -> None:
+        elapsed = _outputs.elapsed_ms(streamed.started, self.clock())
         await self.deps.queues.output.put(
             _outputs.round_stats(
                 turn.round_index,
@@ -375,7 +369,7 @@ class TurnEngine:
             turn.index, turn.round_index, elapsed_ms=elapsed, visible_ttft_ms=streamed.ttft_ms
         )
         loop = asyncio.get_running_loop()
-        finished["loop_lag_ms"] = monitor_for(loop).max_between(loop_started, loop.time())
+        finished["loop_lag_ms"] = monitor_for(loop).max_between(streamed.loop_started, loop.time())
         await self.auditor.emit("chat_round_finished", finished)
         metric = chat_metric(
             streamed.call, turn_index=turn.index, round_index=turn.round_index, mode=self.mode.name
@@ -383,7 +377,7 @@ class TurnEngine:
         turn.metrics += (metric,)
 
 
-def _detected_events(streamed: StreamedRound) -> list[ToolCallEvent]:
+def _detected_events(streamed: ChatRound) -> list[ToolCallEvent]:
     """The round's accepted events; a reused provider call id ends the turn."""
     if streamed.duplicate_call_id is not None:
         raise ModelBehaviorError(f"duplicate provider tool-call ID: {streamed.duplicate_call_id}")
