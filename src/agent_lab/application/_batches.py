@@ -182,7 +182,7 @@ async def run_dual_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
 async def _collect_dual_replies(
     ctx: RoundContext, batch_id: str, request: EventAgentRequest
 ) -> EventBatchDone:
-    emitter = ReplyEmitter([event.id for event in request.events], ctx.output, ctx.turn.landed)
+    emitter = ReplyEmitter([event.id for event in request.events], ctx.output, ctx.turn.landing())
     while True:
         item = await ctx.event_agent.replies.receive()
         match item:
@@ -235,7 +235,7 @@ async def run_direct_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
     assistant = ChatMessage(role="assistant", content=streamed.content, tool_calls=events)
     batch_id = await _begin(ctx, streamed, assistant=assistant, visible=[])
     session.note_call_ids(event.id for event in events)
-    emitter = ReplyEmitter([event.id for event in events], ctx.output, ctx.turn.landed)
+    emitter = ReplyEmitter([event.id for event in events], ctx.output, ctx.turn.landing())
 
     async def on_dispatch(event: ToolCallEvent) -> None:
         await session.recorder.mark_dispatched(batch_id, event.id, dict(event.arguments))

@@ -66,14 +66,21 @@ class TurnState:
     """The turn's calls so far (a tuple: no list is made for a turn still streaming)."""
     open_batch: str | None = None
     """Journal id of a batch begun but not yet committed."""
-    landed: dict[str, ChatMessage] = field(default_factory=dict)
-    """The open batch's results made durable so far, by call id."""
+    landed: dict[str, ChatMessage] | None = None
+    """The open batch's results made durable so far, by call id (``landing()``)."""
     unfinished: Sequence[ChatMessage] = ()
     """Results of the batch the turn abandoned that were made durable before it ended."""
     streaming_text: list[str] = field(default_factory=list)
     """The deltas shown of the round streaming now, until its response is audited."""
     recovered: tuple[str, ...] = ()
     """Journal ids of interrupted batches this turn reported to the model."""
+
+    def landing(self) -> dict[str, ChatMessage]:
+        """Where a batch keeps its durable results: made by the turn's first batch
+        (most turns only stream an answer)."""
+        if self.landed is None:
+            self.landed = {}
+        return self.landed
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,8 @@ class TurnEngine:
 
     async def _abandon_open_batch(self, turn: TurnState) -> None:
         batch_id, turn.open_batch = turn.open_batch, None
-        turn.unfinished = list(turn.landed.values())  # for the turn's closing audit
+        landed = turn.landed.values() if turn.landed is not None else ()
+        turn.unfinished = list(landed)  # for the turn's closing audit
         if batch_id is not None:
             recorder = self.session.recorder
             await recorder.abandon_batch(batch_id)
@@ -319,7 +320,7 @@ class TurnEngine:
                 turn.open_batch, [*batch.persisted, *closing, *follow_ups]
             )
         turn.open_batch = None
-        turn.landed.clear()
+        turn.landed = None
         self.session.history.extend([*batch.transcript, *closing, *follow_ups])
         for text in spoken:
             await self.deps.queues.output.put(_outputs.message_delta(text))
