@@ -271,4 +271,5 @@ async def test_a_live_streaming_session_holds_few_objects_for_the_collector() ->
         await read_until(io, {"done"})
         await runtime.aclose()
 
+    print(f"FOOTPRINT {per_session:.2f}")
     assert per_session <= TRACKED_PER_LIVE_SESSION, f"{per_session:.1f} objects per session"
