@@ -71,7 +71,35 @@ class OpenAICompatibleChatClient:
     """Streams chat completions from an OpenAI-compatible ``/chat/completions`` endpoint.
 
     Implements the ``ChatClient`` port. Use it as an async context manager, or call
-    ``aclose()`` when done.
+    ``aclose()`` when done. Building one makes no connection; it warms the client up.
+
+    The SDK's request modules and a shared TLS context are made with this module.
+    Building the SDK client runs here when no event loop is running, else in a
+    worker thread so the loop does not stall; ``await warm_up()`` waits for it.
+    A call waits for it only if it is still running, and then
+    ``CallTiming.warmup_ms`` says how long.
+
+    Args:
+        base_url: The API root, e.g. ``http://127.0.0.1:8000/v1``. Credentials in it
+            (``user:pass@``, ``api-key=``/``key=``/``token=``) are masked everywhere.
+        api_key: Sent as ``Authorization: Bearer``; ``None`` sends no credentials (the
+            ``OPENAI_API_KEY`` environment variable is deliberately not read).
+        timeout: The idle deadline in seconds: the longest wait for content, from the
+            start of the call (retries and backoff included) and between chunks. SSE
+            comments (``: keep-alive``) and empty events do not count as content.
+        total_timeout: The deadline for the whole call, retries and streaming
+            included; ``None`` for none.
+        max_retries: Retries after 408/409/429/5xx answers and connection failures,
+            all within the deadlines.
+        default_headers: Extra headers sent with every request.
+        http_client: A client to send requests with; the caller keeps ownership.
+        transport: How the client's own requests travel when no ``http_client`` is
+            given: ``"aiohttp"`` (far less CPU per stream) or ``"httpx"``. See
+            ``openai_transport``.
+
+    Raises:
+        ConfigError: ``base_url`` is not an http(s) URL, a deadline is not positive,
+            or the transport is unknown or not installed.
     """
 
     def __init__(
@@ -86,36 +114,6 @@ class OpenAICompatibleChatClient:
         http_client: httpx.AsyncClient | None = None,
         transport: Transport = DEFAULT_TRANSPORT,
     ) -> None:
-        """Configures the client and warms it up; no connection is made yet.
-
-        The SDK's request modules and a shared TLS context are made with this module.
-        Building the SDK client runs here when no event loop is running, else in a
-        worker thread so the loop does not stall; ``await warm_up()`` waits for it.
-        A call waits for it only if it is still running, and then
-        ``CallTiming.warmup_ms`` says how long.
-
-        Args:
-            base_url: The API root, e.g. ``http://127.0.0.1:8000/v1``. Credentials in it
-                (``user:pass@``, ``api-key=``/``key=``/``token=``) are masked everywhere.
-            api_key: Sent as ``Authorization: Bearer``; ``None`` sends no credentials (the
-                ``OPENAI_API_KEY`` environment variable is deliberately not read).
-            timeout: The idle deadline in seconds: the longest wait for content, from the
-                start of the call (retries and backoff included) and between chunks. SSE
-                comments (``: keep-alive``) and empty events do not count as content.
-            total_timeout: The deadline for the whole call, retries and streaming
-                included; ``None`` for none.
-            max_retries: Retries after 408/409/429/5xx answers and connection failures,
-                all within the deadlines.
-            default_headers: Extra headers sent with every request.
-            http_client: A client to send requests with; the caller keeps ownership.
-            transport: How the client's own requests travel when no ``http_client`` is
-                given: ``"aiohttp"`` (far less CPU per stream) or ``"httpx"``. See
-                ``openai_transport``.
-
-        Raises:
-            ConfigError: ``base_url`` is not an http(s) URL, a deadline is not positive,
-                or the transport is unknown or not installed.
-        """
         headers = dict(default_headers or {})
         _check_base_url(base_url)
         if not timeout > 0 or (total_timeout is not None and not total_timeout > 0):
