@@ -247,7 +247,7 @@ class ToolRegistry:
             return _failure(event.name, "unknown tool")
         if enabled_names is not None and event.name not in enabled_names:
             return _failure(event.name, "tool disabled")
-        problem = self.validation_error(event.name, event.arguments)
+        problem = unreadable_arguments(event) or self.validation_error(event.name, event.arguments)
         if problem is not None:
             return _failure(event.name, f"invalid arguments: {problem}")
         try:
@@ -342,9 +342,7 @@ async def _call(function: Callable[..., Any], *args: Any) -> Any:
 
 
 def build_default_tool_registry(
-    backends: BuiltinBackends | None = None,
-    *,
-    home: Path | None = None,
+    backends: BuiltinBackends | None = None, *, home: Path | None = None
 ) -> ToolRegistry:
     """A registry with the built-in tools, yours to register more tools into.
 
@@ -363,16 +361,11 @@ def build_default_tool_registry(
 
 
 def shared_default_tool_registry(
-    backends: BuiltinBackends | None = None,
-    *,
-    home: Path | None = None,
+    backends: BuiltinBackends | None = None, *, home: Path | None = None
 ) -> ToolRegistry:
-    """The built-in tools' registry for these backends, one object per process.
-
-    For readers only (a runtime that runs with the default tools): register nothing
-    into it; ``copy()`` it, or call ``build_default_tool_registry``, for a registry of
-    your own. Arguments as for ``build_default_tool_registry``.
-    """
+    """The built-in tools' registry, one object per process and set of backends: for
+    readers only (register into a ``copy()``). Arguments as for
+    ``build_default_tool_registry``."""
     from agent_lab.application.builtin_tools import builtin_tool_definitions
 
     definitions = builtin_tool_definitions(backends, home=home)
@@ -387,6 +380,20 @@ def shared_default_tool_registry(
 
 
 _DEFAULT_TOOLS: dict[tuple[int, ...], ToolRegistry] = {}
-"""The built-in tools' registry per set of definitions (the same backends give the
-same definitions objects): the runtimes that run with the default tools share it, and
-every registry built from it shares its mapping until it registers a tool of its own."""
+"""The built-in tools' registry per set of definitions (the same backends give the same
+definitions): shared by the runtimes with the default tools, and its mapping by every
+registry built from it until that one registers a tool of its own."""
+
+
+def unreadable_arguments(event: ToolCallEvent) -> str | None:
+    """Why the provider's argument text gave no arguments at all: it is not a JSON
+    object. ``None`` when there is nothing to read or it read fine."""
+    raw = event.raw_arguments
+    if event.arguments or raw.strip() in ("", "{}"):
+        return None
+    excerpt = raw if len(raw) <= 80 else raw[:80] + "…"
+    try:
+        value = json.loads(raw, strict=False)
+    except ValueError:
+        return f"not valid JSON: {excerpt!r}"
+    return None if isinstance(value, dict) else f"not a JSON object: {excerpt!r}"
