@@ -124,7 +124,7 @@ async def _begin(
 ) -> str:
     """Journal the batch (durable before any tool starts) and audit its start."""
     session, turn = ctx.session, ctx.turn
-    batch_id = await session.recorder.begin_batch(
+    batch_id = await session.batch_recorder().begin_batch(
         BatchIntent(
             turn.index,
             turn.round_index,

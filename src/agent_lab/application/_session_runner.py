@@ -20,7 +20,7 @@ from agent_lab.application._batches import EventAgentLink, EventServices
 from agent_lab.application._deadlines import deadlines_for
 from agent_lab.application._modes import mode_for
 from agent_lab.application._persistence import SessionRecorder
-from agent_lab.application._recording import FinishedTurn, NullRecorder, Recorder
+from agent_lab.application._recording import NULL_RECORDER, FinishedTurn, Recorder
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._transcript import History, fold_title, persisted_call_ids
@@ -165,7 +165,7 @@ class SessionRunner:
                 scope_prefix=f"run-{uuid.uuid4().hex[:12]}",
                 history=History(),
                 next_turn_index=1,
-                recorder=NullRecorder(),
+                recorder=NULL_RECORDER,
                 one_shot=self.one_shot,
             )
         session_id = self.request.session_id or uuid.uuid4().hex

@@ -7,7 +7,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent_lab.application._recording import Recorder
+from agent_lab.application._recording import NULL_RECORDER, MemoryRecorder, Recorder
 from agent_lab.application._recovery import NO_RECOVERY, Recovery
 from agent_lab.application._restore import RowRepair
 from agent_lab.application._transcript import History, RequestPrefix, request_prefix
@@ -29,7 +29,8 @@ class SessionState:
     """Everything after the pre-messages that the chat agent will see again."""
     next_turn_index: int
     recorder: Recorder
-    """A ``SessionRecorder``, or a ``NullRecorder`` when no store is attached."""
+    """A ``SessionRecorder``; without a store, ``NULL_RECORDER`` until the first batch
+    (``batch_recorder()``)."""
     one_shot: bool
     seen_call_ids: AbstractSet[str] = frozenset()
     """Provider call ids of the session so far (a set is made by its first batch)."""
@@ -47,6 +48,13 @@ class SessionState:
 
     def __post_init__(self) -> None:
         self.prefix = request_prefix(self.request)
+
+    def batch_recorder(self) -> Recorder:
+        """The recorder a batch writes through: without a store, the session's own
+        ``MemoryRecorder``, made by its first batch (until then it shares one)."""
+        if self.recorder is NULL_RECORDER:
+            self.recorder = MemoryRecorder()
+        return self.recorder
 
     def note_call_ids(self, ids: Iterable[str]) -> None:
         self.seen_call_ids = {*self.seen_call_ids, *ids}
