@@ -67,7 +67,7 @@ async def _run(server: SSETranscriptServer, home: Path) -> tuple[list[dict[str, 
         with SQLiteSessionStore(home / "sessions.sqlite3") as store:
             runtime = DebugRuntime(client, registry=registry, session_store=store)
             outputs = [dict(output) async for output in runtime.run(request)]
-            session_id = next(o["session_id"] for o in outputs if o.get("session_id"))
+            session_id = str(next(o["session_id"] for o in outputs if o.get("session_id")))
             return outputs, store.usage_summary(session_id)
 
 
