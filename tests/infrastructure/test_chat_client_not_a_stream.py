@@ -14,6 +14,7 @@ from agent_lab.application.runtime import DebugRuntime
 from agent_lab.domain.errors import ProviderProtocolError
 from agent_lab.domain.messages import StreamItem
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+from agent_lab.infrastructure.openai_transport import Transport
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
 from tests.infrastructure.conftest import Collect
 
@@ -29,10 +30,14 @@ def _answer() -> ScriptedResponse:
     )
 
 
-async def _fails(response: ScriptedResponse, collect: Collect) -> str:
+async def _fails(
+    response: ScriptedResponse, collect: Collect, transport: Transport = "aiohttp"
+) -> str:
     async with (
         SSETranscriptServer(response) as server,
-        OpenAICompatibleChatClient(server.base_url, KEY, max_retries=0) as client,
+        OpenAICompatibleChatClient(
+            server.base_url, KEY, max_retries=0, transport=transport
+        ) as client,
     ):
         with pytest.raises(ProviderProtocolError) as info:
             await collect(client)
@@ -44,9 +49,12 @@ def _text(items: list[StreamItem]) -> str:
 
 
 @pytest.mark.asyncio
-async def test_an_html_page_is_refused_naming_its_content_type(collect: Collect) -> None:
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+async def test_an_html_page_is_refused_naming_its_content_type(
+    collect: Collect, transport: Transport
+) -> None:
     page = ScriptedResponse(body=HTML, content_type="text/html; charset=utf-8")
-    message = await _fails(page, collect)
+    message = await _fails(page, collect, transport)
 
     assert message.startswith(NOT_A_STREAM)
     assert "(content type text/html; charset=utf-8)" in message
