@@ -133,11 +133,13 @@ def test_a_backend_that_answers_but_refuses_is_named_with_its_status(
 def test_an_unreachable_backend_is_tried_again_after_a_while() -> None:
     now = [0.0]
     reachability = Reachability(clock=lambda: now[0])
-    reachability.unreachable("http://127.0.0.1:9/v1/traces", ConnectionRefusedError())
+    traces = "http://127.0.0.1:9/v1/traces"
+    reachability.unreachable(traces, ConnectionRefusedError())
 
     with pytest.raises(BackendUnreachable, match="unreachable"):
-        reachability.check()
+        reachability.check("http://127.0.0.1:9/v1/metrics")
+    reachability.check("http://127.0.0.1:4318/v1/traces")  # another backend is tried
     now[0] = RETRY_AFTER_S + 1
-    reachability.check()  # the next export may try the network again
-    reachability.answered("http://127.0.0.1:9/v1/traces", 200, "OK")
+    reachability.check(traces)  # the next export may try the network again
+    reachability.answered(traces, 200, "OK")
     assert reachability.failure is None

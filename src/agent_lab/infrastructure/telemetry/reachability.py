@@ -4,8 +4,8 @@ The OTLP exporters retry a connection that could not be made with backoff (about
 per batch at the default 10 s timeout, so a short run without a collector took 25 s)
 and log every attempt. ``FailFastSession`` is the ``requests`` session both exporters
 of a sink use: a connection that could not be made (refused, unknown host, connect
-timeout) marks the backend unreachable, and for the next ``RETRY_AFTER_S`` seconds every
-export fails at once, without touching the network. It raises ``BackendUnreachable``,
+timeout) marks that backend unreachable, and for the next ``RETRY_AFTER_S`` seconds every
+export to it fails at once, without touching the network. It raises ``BackendUnreachable``,
 which the exporters do not retry. ``Reachability.failure`` says, in one line, why the
 last export failed; the exporters' own log lines are kept off stderr (``quiet_logs``).
 """
@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import requests
 from urllib3.exceptions import NewConnectionError
@@ -37,20 +38,27 @@ class BackendUnreachable(Exception):  # noqa: N818 - reads as the state it repor
 
 
 class Reachability:
-    """What the exporters of one sink learnt about the backend (thread-safe)."""
+    """What the exporters of one sink learnt about their backends (thread-safe).
+
+    Kept per origin (scheme, host and port): a metrics endpoint elsewhere that is down
+    does not hold the spans back.
+    """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._down_until = 0.0
+        self._down: dict[str, tuple[float, str]] = {}
+        """Origin -> until when it is not tried again, and why."""
         self.failure: str | None = None
         """Why the last export failed, one line; ``None`` after an accepted one."""
 
-    def check(self) -> None:
-        """Raises: BackendUnreachable while the backend counts as unreachable."""
+    def check(self, url: str) -> None:
+        """Raises: BackendUnreachable while ``url``'s origin counts as unreachable."""
         with self._lock:
-            if self.failure is not None and self._clock() < self._down_until:
-                raise BackendUnreachable(self.failure)
+            until, failure = self._down.get(_origin(url), (0.0, ""))
+            if self._clock() < until:
+                self.failure = failure
+                raise BackendUnreachable(failure)
 
     def unreachable(self, url: str, error: Exception) -> BackendUnreachable:
         """Notes a connection that could not be made; returns the error to raise."""
@@ -60,13 +68,13 @@ class Reachability:
         )
         with self._lock:
             self.failure = failure
-            self._down_until = self._clock() + RETRY_AFTER_S
+            self._down[_origin(url)] = (self._clock() + RETRY_AFTER_S, failure)
         return BackendUnreachable(failure)
 
     def answered(self, url: str, status: int, reason: str) -> None:
         """Notes the backend's answer: a refusal is the failure, success clears it."""
         with self._lock:
-            self._down_until = 0.0
+            self._down.pop(_origin(url), None)
             if status < 400:
                 self.failure = None
             else:
@@ -85,7 +93,7 @@ class FailFastSession(requests.Session):
         self, method: str, url: str | bytes, *args: Any, **kwargs: Any
     ) -> requests.Response:
         target = url.decode() if isinstance(url, bytes) else url
-        self.reachability.check()
+        self.reachability.check(target)
         try:
             response = super().request(method, url, *args, **kwargs)
         except requests.exceptions.ConnectionError as exc:
@@ -112,6 +120,11 @@ def quiet_logs() -> None:
         log = logging.getLogger(name)
         if log.level == logging.NOTSET:
             log.setLevel(logging.CRITICAL)
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}:{parts.port}"
 
 
 def _never_connected(error: requests.exceptions.ConnectionError) -> bool:
