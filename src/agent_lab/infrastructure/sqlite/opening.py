@@ -7,7 +7,6 @@ connection, and again to replace it after a confirmed-sound file confused it.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -18,6 +17,12 @@ from agent_lab.infrastructure.sqlite.errors import (
     classify_os_error,
     classify_sqlite_error,
     map_open_errors,
+)
+from agent_lab.infrastructure.sqlite.reading import (
+    needs_shared_memory_file,
+    read_only_target,
+    refuse_damaged,
+    require_no_pending_log,
 )
 from agent_lab.infrastructure.sqlite.schema import (
     SCHEMA_VERSION,
@@ -66,24 +71,27 @@ class Options:
             raise UsageError(f"max_size_bytes must be positive, not {self.max_size_bytes}")
 
 
-def open_connection(path: Path, options: Options) -> sqlite3.Connection:
+def open_connection(
+    path: Path, options: Options, *, check_pages: bool = True
+) -> sqlite3.Connection:
     """Open, check and (when needed) migrate the store at ``path``; return the connection.
 
     Opening waits for other stores opening or migrating the same file (up to
-    ``busy_timeout_ms``) instead of failing as ``locked``.
+    ``busy_timeout_ms``) instead of failing as ``locked``. A store opened for writing
+    first checks the file's pages (``reading.refuse_damaged``) unless ``check_pages``
+    is false (the caller has just found the file sound); one opened for reading only
+    reads the file as ``reading`` describes.
     """
     memory = str(path) == MEMORY
     if not memory:
         _prepare_path(path, options.read_only)
         check_file_header(path)
     with map_open_errors(path):
-        conn = _connect(path, options, memory)
-        try:
-            _configure_patiently(conn, path, options, memory)
-        except BaseException:
-            conn.close()
-            raise
-    return conn
+        if options.read_only:
+            return _open_read_only(path, options)
+        if not memory and check_pages:
+            refuse_damaged(path)
+        return _configured(_connect(path, options, memory), path, options, memory)
 
 
 def _prepare_path(path: Path, read_only: bool) -> None:
@@ -99,13 +107,33 @@ def _prepare_path(path: Path, read_only: bool) -> None:
         ) from exc
 
 
-def _connect(path: Path, options: Options, memory: bool) -> sqlite3.Connection:
+def _open_read_only(path: Path, options: Options) -> sqlite3.Connection:
+    try:
+        return _configured(_connect(path, options, False), path, options, False)
+    except sqlite3.Error as exc:
+        if not needs_shared_memory_file(exc):
+            raise
+        require_no_pending_log(path, exc)
+    return _configured(_connect(path, options, False, immutable=True), path, options, False)
+
+
+def _configured(
+    conn: sqlite3.Connection, path: Path, options: Options, memory: bool
+) -> sqlite3.Connection:
+    try:
+        _configure_patiently(conn, path, options, memory)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _connect(
+    path: Path, options: Options, memory: bool, *, immutable: bool = False
+) -> sqlite3.Connection:
     target: str | Path = MEMORY if memory else path
     if options.read_only:
-        target = f"{path.absolute().as_uri()}?mode=ro"
-        if _on_read_only_mount(path):
-            # No -shm can be created next to the file; read it as immutable media.
-            target += "&immutable=1"
+        target = read_only_target(path, immutable=immutable)
     return sqlite3.connect(
         target,
         timeout=options.busy_timeout_ms / 1000,
@@ -113,13 +141,6 @@ def _connect(path: Path, options: Options, memory: bool) -> sqlite3.Connection:
         check_same_thread=False,
         uri=options.read_only,
     )
-
-
-def _on_read_only_mount(path: Path) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
 
 
 def _configure_patiently(
@@ -150,8 +171,10 @@ def _configure(conn: sqlite3.Connection, path: Path, options: Options, memory: b
     if options.read_only:
         if version < SCHEMA_VERSION:
             raise StoreFormatError(
-                f"{path} has session store schema version {version} and needs an upgrade "
-                f"to {SCHEMA_VERSION}; open it once without read_only"
+                f"{path} has session store schema version {version}, older than the "
+                f"version {SCHEMA_VERSION} this Agent Lab reads, and upgrading it writes to "
+                "the file, which a read-only open never does; open it once with write "
+                "access (without read_only) to upgrade it (the file was left unchanged)"
             )
         return
     if not memory:
