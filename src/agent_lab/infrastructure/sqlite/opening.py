@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Literal, get_args
 
@@ -90,7 +91,7 @@ def open_connection(
         if options.read_only:
             return _open_read_only(path, options)
         if not memory and check_pages:
-            refuse_damaged(path)
+            _patiently(lambda: refuse_damaged(path, options.busy_timeout_ms / 1000), options)
         return _configured(_connect(path, options, memory), path, options, memory)
 
 
@@ -146,7 +147,13 @@ def _connect(
 def _configure_patiently(
     conn: sqlite3.Connection, path: Path, options: Options, memory: bool
 ) -> None:
-    """``_configure``, retried while another connection switches the file to WAL.
+    _patiently(lambda: _configure(conn, path, options, memory), options, conn)
+
+
+def _patiently(
+    action: Callable[[], None], options: Options, conn: sqlite3.Connection | None = None
+) -> None:
+    """``action``, retried while another connection switches the file to WAL.
 
     SQLite returns ``SQLITE_BUSY`` without calling the busy handler when a journal-mode
     change or WAL recovery races another connection, so the busy timeout alone does not
@@ -155,12 +162,13 @@ def _configure_patiently(
     deadline = time.monotonic() + options.busy_timeout_ms / 1000
     while True:
         try:
-            _configure(conn, path, options, memory)
+            action()
             return
         except sqlite3.OperationalError as exc:
             if classify_sqlite_error(exc) != "locked" or time.monotonic() >= deadline:
                 raise
-            rollback_quietly(conn)
+            if conn is not None:
+                rollback_quietly(conn)
             time.sleep(_OPEN_RETRY_SECONDS)
 
 

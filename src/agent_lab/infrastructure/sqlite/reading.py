@@ -87,7 +87,7 @@ def access_problem(path: Path) -> str | None:
     return f"permission denied: this user may not create files in {parent}"
 
 
-def damage(path: Path) -> list[str]:
+def damage(path: Path, timeout: float = 5.0) -> list[str]:
     """What ``PRAGMA quick_check`` finds wrong with the file at ``path`` (empty: sound).
 
     Read on connections of their own, so the store's connection keeps no page from it.
@@ -104,7 +104,7 @@ def damage(path: Path) -> list[str]:
     if not wal.exists():
         before = _version_of(path)
         try:
-            problems = _quick_check(path, immutable=True)
+            problems = _quick_check(path, timeout, immutable=True)
         except sqlite3.Error:
             if not wal.exists() and _version_of(path) == before:
                 raise
@@ -112,11 +112,11 @@ def damage(path: Path) -> list[str]:
             if not wal.exists() and _version_of(path) == before:
                 return problems
     try:
-        return _quick_check(path, immutable=False)
+        return _quick_check(path, timeout, immutable=False)
     except sqlite3.Error as exc:
         if is_damage(exc) or not needs_shared_memory_file(exc):
             raise
-        return _quick_check(path, immutable=True)
+        return _quick_check(path, timeout, immutable=True)
 
 
 def _version_of(path: Path) -> tuple[int, int, int]:
@@ -124,8 +124,8 @@ def _version_of(path: Path) -> tuple[int, int, int]:
     return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
-def _quick_check(path: Path, *, immutable: bool) -> list[str]:
-    probe = sqlite3.connect(read_only_target(path, immutable=immutable), uri=True)
+def _quick_check(path: Path, timeout: float, *, immutable: bool) -> list[str]:
+    probe = sqlite3.connect(read_only_target(path, immutable=immutable), uri=True, timeout=timeout)
     try:
         rows = probe.execute("PRAGMA quick_check(3)").fetchall()
     finally:
@@ -141,10 +141,11 @@ def is_damage(exc: sqlite3.Error) -> bool:
     return "malformed" in str(exc).lower()
 
 
-def refuse_damaged(path: Path) -> None:
+def refuse_damaged(path: Path, timeout: float = 5.0) -> None:
     """Refuse to write to a store file whose pages are damaged (see ``damage``).
 
-    A missing or empty file (a new store) has no pages to check.
+    A missing or empty file (a new store) has no pages to check. ``timeout``: how long
+    the check waits for a lock (seconds).
 
     Raises:
         PersistenceFailed: ``corrupt``, naming the file; nothing was written.
@@ -156,7 +157,7 @@ def refuse_damaged(path: Path) -> None:
     except FileNotFoundError:
         return
     try:
-        problems = damage(path)
+        problems = damage(path, timeout)
     except sqlite3.Error as exc:
         if not is_damage(exc):
             raise
