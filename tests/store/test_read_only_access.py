@@ -9,12 +9,14 @@ nothing new appeared next to it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -200,3 +202,49 @@ def test_a_read_only_open_does_not_migrate_an_older_file_and_says_so(tmp_path: P
         assert upgraded.list_sessions() == []
     with SQLiteSessionStore(path, read_only=True) as reader:
         assert reader.list_sessions() == []
+
+
+_READ_AS_ANOTHER_USER = """
+import json, sys
+from agent_lab.domain.errors import PersistenceFailed
+from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+path = sys.argv[1]
+try:
+    SQLiteSessionStore(path)
+    writable = None
+except PersistenceFailed as exc:
+    writable = str(exc)
+with SQLiteSessionStore(path, read_only=True) as reader:
+    contents = [m["content"] for m in reader.list_messages("s")]
+print(json.dumps({"writable": writable, "contents": contents}))
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="runs the reader as another user, which needs root and setpriv; as an "
+    "ordinary user the tests above already read a store this user may not write",
+)
+def test_another_user_reads_a_store_it_may_not_write() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="agent-lab-ro-"))  # pytest's tmp_path is root-only
+    try:
+        folder.chmod(0o755)
+        path = folder / "agent-lab.sqlite3"
+        _made_store(path)
+        path.chmod(0o444)
+        before, files = _digest(path), _listing(folder)
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+            + [sys.executable, "-c", _READ_AS_ANOTHER_USER, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert result["contents"] == ["before"]
+        assert f"cannot open {path}: permission denied" in result["writable"]
+        assert _digest(path) == before and _listing(folder) == files
+    finally:
+        shutil.rmtree(folder)
