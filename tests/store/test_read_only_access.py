@@ -141,22 +141,36 @@ def test_a_reader_that_may_not_write_sees_commits_still_in_the_wal(tmp_path: Pat
             _assert_reads_and_refuses_writes(path, ["before", "after"])
 
 
-def test_a_wal_with_commits_that_cannot_be_read_is_refused_by_name(tmp_path: Path) -> None:
+def _crashed_writer(tmp_path: Path) -> Path:
+    """A store whose writer was killed with a commit ("after") still in its ``-wal``."""
     folder = tmp_path / "home"
     folder.mkdir()
     path = folder / "agent-lab.sqlite3"
     _made_store(path)
     with _writer_holding(path) as writer:
-        writer.send_signal(signal.SIGKILL)  # a crash: the commit stays in the -wal
+        writer.send_signal(signal.SIGKILL)
         writer.wait()
-    path.with_name(path.name + "-shm").unlink()
-    before, files = _digest(path), _listing(folder)
-    with _unwritable(folder), pytest.raises(PersistenceFailed) as refused:
+    return path
+
+
+def test_a_crashed_writers_wal_is_read_through_its_index(tmp_path: Path) -> None:
+    path = _crashed_writer(tmp_path)
+    before, files = _digest(path), _listing(path.parent)
+    with _unwritable(path.parent):
+        _assert_reads_and_refuses_writes(path, ["before", "after"])
+    assert _digest(path) == before and _listing(path.parent) == files
+
+
+def test_a_wal_with_commits_that_cannot_be_read_is_refused_by_name(tmp_path: Path) -> None:
+    path = _crashed_writer(tmp_path)
+    path.with_name(path.name + "-shm").unlink()  # without its index the log is unreadable
+    before, files = _digest(path), _listing(path.parent)
+    with _unwritable(path.parent), pytest.raises(PersistenceFailed) as refused:
         SQLiteSessionStore(path, read_only=True)
     assert refused.value.reason == "read_only"
     assert f"its write-ahead log {path.name}-wal holds commits" in str(refused.value)
-    assert str(folder) in str(refused.value)
-    assert _digest(path) == before and _listing(folder) == files
+    assert str(path.parent) in str(refused.value)
+    assert _digest(path) == before and _listing(path.parent) == files
     with SQLiteSessionStore(path) as owner:  # with write access the commit is there
         assert [m["content"] for m in owner.list_messages("s")] == ["before", "after"]
 

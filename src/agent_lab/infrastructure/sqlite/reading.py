@@ -1,7 +1,8 @@
 """Opening a store file for reading only, and checking a file's pages before writing.
 
-**Reading only** (``read_only=True``) never writes to the store's directory when it
-can help it. A WAL-mode file is read through SQLite's ``mode=ro``, which sees every
+**Reading only** (``read_only=True``) never writes to the store file. A WAL-mode file
+is read through SQLite's ``mode=ro`` (which, like any reader, creates the ``-shm`` index
+and an empty ``-wal`` next to the file when it may), and so it sees every
 commit, also those still in the ``-wal`` file of a writer that has the store open, as
 long as SQLite can open (or create) the ``-shm`` index next to it. When it cannot —
 the directory is not writable by this user, or is on read-only media — and there is
@@ -30,12 +31,19 @@ from agent_lab.domain.errors import PersistenceFailed
 
 _SQLITE_CORRUPT: Final = 11
 _SQLITE_CANTOPEN: Final = 14
+_SQLITE_READONLY_RECOVERY: Final = 8 | (1 << 8)
 _SQLITE_READONLY_CANTINIT: Final = 8 | (5 << 8)
 _SQLITE_READONLY_DIRECTORY: Final = 8 | (6 << 8)
 _NO_SHARED_MEMORY_FILE: Final = frozenset(
-    {_SQLITE_CANTOPEN, _SQLITE_READONLY_CANTINIT, _SQLITE_READONLY_DIRECTORY}
+    {
+        _SQLITE_CANTOPEN,
+        _SQLITE_READONLY_RECOVERY,
+        _SQLITE_READONLY_CANTINIT,
+        _SQLITE_READONLY_DIRECTORY,
+    }
 )
-"""What SQLite answers a ``mode=ro`` reader when it cannot open or create the ``-shm``."""
+"""What SQLite answers a ``mode=ro`` reader when it cannot open, create or (after a
+crash) rebuild the ``-shm``."""
 
 
 def read_only_target(path: Path, *, immutable: bool) -> str:
