@@ -19,6 +19,7 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from agent_lab.infrastructure.sqlite.opening import Options, open_connection
@@ -45,6 +46,10 @@ def _store_of(path: Path, megabytes: int) -> float:
     return path.stat().st_size / 1e6
 
 
+def _open_and_close(path: Path, *, check_pages: bool) -> None:
+    open_connection(path, _OPTIONS, check_pages=check_pages).close()
+
+
 def _median_ms(action: Callable[[], None], repeats: int = 5) -> float:
     action()  # warm-up: the pages come into the page cache
     times = []
@@ -62,10 +67,8 @@ def run(quick: bool) -> Report:
         for megabytes in sizes:
             path = Path(directory) / f"store-{megabytes}.sqlite3"
             size = _store_of(path, megabytes)
-            checked = _median_ms(lambda p=path: open_connection(p, _OPTIONS).close())
-            unchecked = _median_ms(
-                lambda p=path: open_connection(p, _OPTIONS, check_pages=False).close()
-            )
+            checked = _median_ms(partial(_open_and_close, path, check_pages=True))
+            unchecked = _median_ms(partial(_open_and_close, path, check_pages=False))
             figures[f"checked_ms_{megabytes}mb"] = checked
             figures[f"unchecked_ms_{megabytes}mb"] = unchecked
             rows.append((f"{size:.1f} MB", f"{checked:.1f}", f"{unchecked:.1f}"))
