@@ -22,7 +22,7 @@ from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.interfaces.cli.common import run_failure
 from agent_lab.testing import ScriptedChatClient, text, text_event
-from agent_lab.testing.sse_server import SSETranscriptServer
+from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
 from tests.runtime.runtime_helpers import audits, collect
 
 
@@ -206,4 +206,42 @@ async def test_a_failed_argument_call_fails_the_event_with_its_cause() -> None:
     [failure] = audits(outputs, "event_agent_response")[0]["details"]["argument_failures"]
     assert failure["stage"] == "generation"
     assert "provider_error:http_503" in failure["cause"]
+    assert outputs[-1]["type"] == "done"
+
+
+def _broken_call_stream(arguments: str) -> ScriptedResponse:
+    call = {"index": 0, "id": "call_1", "type": "function"}
+    call["function"] = {"name": "notes__add", "arguments": arguments}
+    return ScriptedResponse.sse(
+        {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    )
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("arguments", "why"),
+    [('{"note": "abs', 'not valid JSON: \'{"note": "abs\''), ('["abs"]', "not a JSON object")],
+)
+async def test_tool_arguments_that_are_not_a_json_object_are_reported_as_such(
+    arguments: str, why: str
+) -> None:
+    ran: list[dict[str, Any]] = []
+    answer = ScriptedResponse.sse({"choices": [{"index": 0, "delta": {"content": "Sorry."}}]})
+    request = DebugRunRequest(
+        user_message="note it",
+        chat_agent=AgentParams(model="m"),
+        event_agent=EventAgentParams(enabled_tools=["notes.add"]),
+        tool_invocation_mode="chat_agent_tools",
+    )
+    with SSETranscriptServer(_broken_call_stream(arguments), answer) as server:
+        async with OpenAICompatibleChatClient(server.base_url, "k") as client:
+            runtime = DebugRuntime(client, registry=_note_tool(None, ran))
+            outputs = await collect(runtime.run(request))
+
+    assert ran == [], "a call without readable arguments does not run"
+    [result] = [m for m in outputs if m["type"] == "tool_result"]
+    error = json.loads(result["message"]["content"])["error"]
+    assert error.startswith(f"invalid arguments: {why}"), error
+    assert "required property" not in error
     assert outputs[-1]["type"] == "done"

@@ -242,7 +242,7 @@ class ToolRegistry:
             return _failure(event.name, "unknown tool")
         if enabled_names is not None and event.name not in enabled_names:
             return _failure(event.name, "tool disabled")
-        problem = self.validation_error(event.name, event.arguments)
+        problem = unreadable_arguments(event) or self.validation_error(event.name, event.arguments)
         if problem is not None:
             return _failure(event.name, f"invalid arguments: {problem}")
         try:
@@ -371,3 +371,17 @@ _DEFAULT_TOOLS: dict[tuple[int, ...], dict[str, ToolDefinition]] = {}
 """The built-in tools by name, per set of definitions (the same backends give the same
 definitions objects): every runtime's default registry shares one mapping until it
 registers a tool of its own."""
+
+
+def unreadable_arguments(event: ToolCallEvent) -> str | None:
+    """Why the provider's argument text gave no arguments at all: it is not a JSON
+    object. ``None`` when there is nothing to read or it read fine."""
+    raw = event.raw_arguments
+    if event.arguments or raw.strip() in ("", "{}"):
+        return None
+    excerpt = raw if len(raw) <= 80 else raw[:80] + "…"
+    try:
+        value = json.loads(raw, strict=False)
+    except ValueError:
+        return f"not valid JSON: {excerpt!r}"
+    return None if isinstance(value, dict) else f"not a JSON object: {excerpt!r}"
