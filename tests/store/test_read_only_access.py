@@ -262,3 +262,11 @@ def test_another_user_reads_a_store_it_may_not_write() -> None:
         assert _digest(path) == before and _listing(folder) == files
     finally:
         shutil.rmtree(folder)
+
+
+def test_a_read_only_open_of_an_empty_file_says_there_is_no_store(tmp_path: Path) -> None:
+    path = tmp_path / "empty.sqlite3"
+    path.touch()
+    with pytest.raises(StoreFormatError, match="there is no session store at .* is empty"):
+        SQLiteSessionStore(path, read_only=True)
+    assert path.read_bytes() == b""

@@ -177,6 +177,8 @@ def _configure(conn: sqlite3.Connection, path: Path, options: Options, memory: b
     conn.execute("PRAGMA foreign_keys = ON")
     version = read_version(conn, path)  # before anything could write to the file
     if options.read_only:
+        if version == 0:
+            raise StoreFormatError(f"there is no session store at {path} (the file is empty)")
         if version < SCHEMA_VERSION:
             raise StoreFormatError(
                 f"{path} has session store schema version {version}, older than the "
