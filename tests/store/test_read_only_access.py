@@ -128,6 +128,8 @@ def _writer_holding(path: Path) -> Iterator[subprocess.Popen[str]]:
     finally:
         writer.kill()
         writer.wait()
+        if writer.stdout is not None:
+            writer.stdout.close()
 
 
 def test_a_reader_that_may_not_write_sees_commits_still_in_the_wal(tmp_path: Path) -> None:
