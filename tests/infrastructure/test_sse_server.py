@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -108,3 +112,39 @@ async def test_async_context_manager() -> None:
         answer = await http.post(server.base_url, json={"q": 1})
     assert answer.text.startswith("data: x")
     assert server.requests[0].json() == {"q": 1}
+
+
+def _leave_with_idle_connections() -> None:
+    """Leaves ``with`` while one connection sits idle after an answer and one never spoke."""
+    silent, http = socket.socket(), httpx.Client()
+    try:
+        with SSETranscriptServer(ScriptedResponse.sse("x")) as server:
+            silent.connect(("127.0.0.1", server.port))
+            assert http.post(server.base_url, content=b"{}").text.startswith("data: x")
+    finally:  # both connections were still open when the server stopped
+        http.close()
+        silent.close()
+
+
+def test_stop_with_idle_client_connections_logs_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="asyncio")
+    _leave_with_idle_connections()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_stop_with_idle_client_connections_prints_nothing_on_stderr() -> None:
+    script = (
+        "from tests.infrastructure.test_sse_server import _leave_with_idle_connections as go; go()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""

@@ -179,3 +179,35 @@ def test_a_raw_newline_inside_a_string_argument_still_parses() -> None:
         {"index": 0, "id": "a", "type": "function", "function": fn("search", '{"query": "one')},
         {"index": 0, "function": fn(arguments='\ntwo"}')},
     ) == [("a", "search", {"query": "one\ntwo"}, '{"query": "one\ntwo"}')]
+
+
+def test_one_id_at_two_indexes_is_two_calls_with_that_id() -> None:
+    # Two calls, one id: both are kept, so the chat round can reject the batch.
+    assert accumulate(
+        {"index": 0, "id": "call_1", "function": fn("note", "")},
+        {"index": 1, "id": "call_1", "function": fn("note", "")},
+        {"index": 0, "function": fn(arguments='{"message": "first"}')},
+        {"index": 1, "id": "call_1", "function": fn(arguments='{"message": "second"}')},
+    ) == [
+        ("call_1", "note", {"message": "first"}, '{"message": "first"}'),
+        ("call_1", "note", {"message": "second"}, '{"message": "second"}'),
+    ]
+
+
+def test_a_repeated_id_at_its_own_index_after_a_duplicate_goes_to_that_index() -> None:
+    assert accumulate(
+        {"index": 0, "id": "call_1", "function": fn("note", '{"a":')},
+        {"index": 1, "id": "call_1", "function": fn("note", '{"b":')},
+        {"index": 0, "id": "call_1", "function": fn(arguments=" 1}")},
+        {"index": 1, "id": "call_1", "function": fn(arguments=" 2}")},
+    ) == [
+        ("call_1", "note", {"a": 1}, '{"a": 1}'),
+        ("call_1", "note", {"b": 2}, '{"b": 2}'),
+    ]
+
+
+def test_an_id_without_index_then_with_one_stays_one_call() -> None:
+    assert accumulate(
+        {"id": "call_1", "function": fn("note", '{"a":')},
+        {"index": 3, "id": "call_1", "function": fn(arguments=" 1}")},
+    ) == [("call_1", "note", {"a": 1}, '{"a": 1}')]

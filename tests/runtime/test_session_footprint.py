@@ -63,6 +63,39 @@ async def test_an_ended_session_is_freed_without_the_garbage_collector() -> None
         assert runner() is None, "the session's objects are kept alive by a reference cycle"
 
 
+def _recorder(runtime: DebugRuntime) -> object:
+    assert runtime._runner is not None and runtime._runner.engine is not None
+    return runtime._runner.engine.session.recorder
+
+
+@pytest.mark.asyncio
+async def test_sessions_without_a_store_share_one_recorder_until_their_first_batch() -> None:
+    streaming = DebugRuntime(ScriptedChatClient([text("Hi.")]))
+    pinging = DebugRuntime(
+        ScriptedChatClient([[text_event("p1", "ping")], text("Pinged.")]),
+        registry=_ping_registry(),
+    )
+    ping_request = DebugRunRequest(
+        user_message="",
+        chat_agent=AgentParams(model="m"),
+        event_agent=EventAgentParams(enabled_tools=["ping"], max_event_loops=1),
+    )
+    sessions = [(streaming, _request()), (pinging, ping_request)]
+    queues = [runtime.start_session(request) for runtime, request in sessions]
+    await read_until(queues[0], {"session_started"})
+    await read_until(queues[1], {"session_started"})
+    assert _recorder(streaming) is _recorder(pinging)  # one stateless recorder
+
+    for io, message in zip(queues, ("Hello", "Ping it"), strict=True):
+        await io.input.put(message)
+        await read_until(io, {"turn_completed"})
+    assert _recorder(pinging) is not _recorder(streaming)  # its own, for the batch's ledger
+    for (runtime, _), io in zip(sessions, queues, strict=True):
+        await io.input.put(None)
+        await read_until(io, {"done"})
+        await runtime.aclose()
+
+
 def _ping_registry() -> ToolRegistry:
     ping = ToolDefinition(
         name="ping", description="Pings.", parameters={"type": "object"}, handler=lambda e: {}
@@ -105,6 +138,19 @@ async def test_a_session_that_ran_a_dual_batch_is_freed_without_the_garbage_coll
     with _collector_off():
         del runtime, queues
         assert runner() is None, "the session's objects are kept alive by a reference cycle"
+
+
+def test_runtimes_with_the_default_tools_share_one_registry_until_theirs_is_read() -> None:
+    first, second = DebugRuntime(ScriptedChatClient([])), DebugRuntime(ScriptedChatClient([]))
+    assert first._registry is second._registry  # one object for every such runtime
+
+    own = first.registry  # read: this runtime's own from now on
+    own.register(_ping_registry().definitions()[0])
+
+    assert first.registry is own and "ping" in first.registry
+    assert "ping" not in second.registry
+    assert "ping" not in DebugRuntime(ScriptedChatClient([])).registry
+    assert first.registry.names()[:-1] == second.registry.names()
 
 
 def test_sessions_with_the_same_system_prompts_share_one_request_prefix() -> None:
@@ -229,15 +275,20 @@ class _GatedClient:
 
 
 LIVE_SESSIONS = 200
-TRACKED_PER_LIVE_SESSION = 62
+TRACKED_PER_LIVE_SESSION = 53
 """Objects the collector tracks per live streaming session (the default tools, one turn
-streaming, this test's client): 59 when this was written; 72 before the raw chunks were
-kept end to end in a ``bytearray``, the input queue held no deque while empty, the
-turns of a loop shared one deadline timer, the engine took its runner as its
-dependencies and the in-memory effect ledger was made on the first batch; 80 before
-the runner ran turns in its own task and the empty dual-mode offer was shared. A full
-collection walks every one of them: at 1,000 live sessions each one is 1,000 more to
-visit, and each is counted towards the next young collection while it lives."""
+streaming, this test's client): 52.3 when this was written; 53.3 before sessions
+without a store shared one recorder until their first batch; 59.3 before the round's
+request and stream state became one object (no stream handler, no round frame of its
+own while it streams), the turn's metrics, landed results and the session's call ids
+were made on first use and runtimes with the default tools shared one registry; 72
+before the raw chunks were kept end to end in a ``bytearray``, the input queue held no
+deque while empty, the turns of a loop shared one deadline timer, the engine took its
+runner as its dependencies and the in-memory effect ledger was made on the first
+batch; 80 before the runner ran turns in its own task and the empty dual-mode offer was
+shared. A full collection walks every one of them: at 1,000 live sessions each one is
+1,000 more to visit, and each is counted towards the next young collection while it
+lives."""
 
 
 @pytest.mark.asyncio

@@ -289,3 +289,22 @@ async def _wait_not_live(hub: Any, session_id: str) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"{session_id} is still live")
+
+
+def test_a_start_with_a_message_after_opening_leaves_no_request_held(
+    settings: LabSettings,
+) -> None:
+    """The page opens a stored session (no message), then starts it with one (its
+    status said ended): the next ``user`` message queues a turn, it does not start the
+    held opening request again."""
+    with in_process(settings) as (client, lab, _), client.websocket_connect(WS + "held") as ws:
+        ws.send_json(start_message(lab, ""))
+        attached = ws.receive_json()
+        ws.receive_json()  # history
+        ws.send_json(start_message(lab, "Set the volume to 10"))
+        receive_until(ws, "turn_completed")
+        ws.send_json({"type": "user", "content": "Set the volume to 20"})
+        frames = receive_until(ws, "turn_completed")
+    assert attached["live"] is False
+    assert [frame["type"] for frame in frames if "offset" not in frame] == ["queued"]
+    assert messages_of(frames)[-1]["turn_index"] == 2

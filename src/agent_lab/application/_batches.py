@@ -16,7 +16,7 @@ from typing import Any
 
 from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
-from agent_lab.application._chat_round import StreamedRound
+from agent_lab.application._chat_round import ChatRound
 from agent_lab.application._session_state import SessionState, TurnState
 from agent_lab.application._transcript import event_history
 from agent_lab.application.event_agent import (
@@ -117,14 +117,14 @@ def _status(result: EventResult) -> CallStatus:
 
 async def _begin(
     ctx: RoundContext,
-    streamed: StreamedRound,
+    streamed: ChatRound,
     *,
     assistant: ChatMessage | None,
     visible: list[ChatMessage],
 ) -> str:
     """Journal the batch (durable before any tool starts) and audit its start."""
     session, turn = ctx.session, ctx.turn
-    batch_id = await session.recorder.begin_batch(
+    batch_id = await session.batch_recorder().begin_batch(
         BatchIntent(
             turn.index,
             turn.round_index,
@@ -145,7 +145,7 @@ async def _begin(
     return batch_id
 
 
-async def run_dual_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchRun:
+async def run_dual_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
     """Hand the batch to the event agent and collect its replies from its channel."""
     session, turn = ctx.session, ctx.turn
     assistant = ChatMessage(role="assistant", content=streamed.content)
@@ -182,7 +182,7 @@ async def run_dual_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchRun
 async def _collect_dual_replies(
     ctx: RoundContext, batch_id: str, request: EventAgentRequest
 ) -> EventBatchDone:
-    emitter = ReplyEmitter([event.id for event in request.events], ctx.output, ctx.turn.landed)
+    emitter = ReplyEmitter([event.id for event in request.events], ctx.output, ctx.turn.landing())
     while True:
         item = await ctx.event_agent.replies.receive()
         match item:
@@ -228,14 +228,14 @@ async def _land_dual_reply(
     await emitter.land(event_id, reply.message)
 
 
-async def run_direct_batch(ctx: RoundContext, streamed: StreamedRound) -> BatchRun:
+async def run_direct_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
     """Run provider tool calls here, concurrently, replying in provider order."""
     session, turn = ctx.session, ctx.turn
     events = list(streamed.events)
     assistant = ChatMessage(role="assistant", content=streamed.content, tool_calls=events)
     batch_id = await _begin(ctx, streamed, assistant=assistant, visible=[])
-    session.seen_call_ids.update(event.id for event in events)
-    emitter = ReplyEmitter([event.id for event in events], ctx.output, ctx.turn.landed)
+    session.note_call_ids(event.id for event in events)
+    emitter = ReplyEmitter([event.id for event in events], ctx.output, ctx.turn.landing())
 
     async def on_dispatch(event: ToolCallEvent) -> None:
         await session.recorder.mark_dispatched(batch_id, event.id, dict(event.arguments))

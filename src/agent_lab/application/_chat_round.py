@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,39 +38,40 @@ class Offer:
         return self.events if self.catalog is not None else []
 
 
-@dataclass
-class ChatRoundRequest:
-    round_index: int
-    messages: list[ChatMessage]
-    offer: Offer
-    params: AgentParams
-    seen_call_ids: set[str]
-    """Call ids used earlier in the session; a provider call reusing one is rejected."""
-    started: float
-    """Clock reading at the round's start."""
-    measure_provider_ttft: bool
-    shown: list[str] = field(default_factory=list)
-    """Where the round's visible deltas go: the turn keeps them, so a turn that ends
-    mid-stream can say what it showed."""
-
-
-class StreamedRound:
-    """What one chat stream produced.
+@dataclass(eq=False, slots=True)
+class ChatRound:
+    """One chat call of a round: what it asks (built with the round's request audit)
+    and what its stream produced (filled in by ``stream_round``). One object per round,
+    request and result alike, so a streaming session keeps one alive, not two.
 
     Most rounds accept no event and ignore none: those lists are made on the first one.
     """
 
-    __slots__ = ("_events", "_ignored", "call", "duplicate_call_id", "parts", "ttft_ms")
+    round_index: int
+    messages: list[ChatMessage]
+    offer: Offer
+    params: AgentParams
+    seen_call_ids: AbstractSet[str]
+    """Call ids used earlier in the session; a provider call reusing one is rejected."""
+    started: float
+    """Clock reading at the round's start."""
+    loop_started: float
+    """The event loop's time at the round's start (its loop-lag window)."""
+    requested_at: float
+    """Clock reading of the round's ``chat_agent_request`` audit."""
+    measure_provider_ttft: bool
+    parts: list[str] = field(default_factory=list)
+    """The visible deltas, in order: the turn's list of what it showed, so a turn that
+    ends mid-stream can say what it showed."""
+    call: ModelCall = field(init=False)
+    ttft_ms: int | None = field(default=None, init=False)
+    """Visible TTFT: the first ``message_delta`` after the round started."""
+    duplicate_call_id: str | None = field(default=None, init=False)
+    _events: list[ToolCallEvent] | None = field(default=None, init=False)
+    _ignored: list[str] | None = field(default=None, init=False)
 
-    def __init__(self, call: ModelCall, parts: list[str] | None = None) -> None:
-        self.call = call
-        self.parts: list[str] = parts if parts is not None else []
-        """The visible deltas, in order (the turn's list of what it showed, if given)."""
-        self.ttft_ms: int | None = None
-        """Visible TTFT: the first ``message_delta`` after the round started."""
-        self.duplicate_call_id: str | None = None
-        self._events: list[ToolCallEvent] | None = None
-        self._ignored: list[str] | None = None
+    def __post_init__(self) -> None:
+        self.call = ModelCall(model=self.params.model)
 
     @property
     def content(self) -> str:
@@ -96,105 +98,82 @@ class StreamedRound:
         self._ignored.append(name)
 
 
-class _RoundStream:
-    """Handles the items of one chat stream, one kind at a time."""
-
-    def __init__(self, auditor: Auditor, request: ChatRoundRequest, requested_at: float) -> None:
-        self.auditor = auditor
-        self.request = request
-        self.requested_at = requested_at
-        self.streamed = StreamedRound(
-            call=ModelCall(model=request.params.model), parts=request.shown
-        )
-        self.measuring = request.measure_provider_ttft
-
-    def first_item(self) -> None:
-        self.measuring = False
-        self.streamed.call.ttft_ms = _outputs.elapsed_ms(self.requested_at, self.auditor.clock())
-
-    async def take(self, item: StreamItem) -> None:
-        """Any other item: deltas, usage and events."""
-        if self.measuring:
-            self.first_item()
-        if item.kind == "message_delta":
-            await self.delta(item.content)
-        elif item.kind == "usage" and item.usage is not None:
-            self.streamed.call.usage = item.usage
-            await self.auditor.output.put(_outputs.usage(item.usage))
-        elif item.kind == self.request.offer.accepts and item.event is not None:
-            await self._accept(item.event)
-
-    async def delta(self, content: str) -> None:
-        """A ``message_delta``: shown at once (the first one is audited before it)."""
-        if self.measuring:
-            self.first_item()
-        streamed = self.streamed
-        if not streamed.parts:
-            streamed.ttft_ms = _outputs.elapsed_ms(self.request.started, self.auditor.clock())
-            await self.auditor.emit(
-                "chat_message_stream_started",
-                _audit_details.stream_started(self.request.round_index),
-            )
-        streamed.parts.append(content)
-        await self.auditor.output.put(_outputs.message_delta(content))
-
-    async def _accept(self, event: ToolCallEvent) -> None:
-        streamed, request = self.streamed, self.request
-        if request.offer.offered_names_only and event.name not in request.offer.events:
-            streamed.ignore(event.name)
-            return
-        if request.offer.unique_call_ids and (
-            event.id in request.seen_call_ids or any(e.id == event.id for e in streamed.events)
-        ):
-            streamed.duplicate_call_id = streamed.duplicate_call_id or event.id
-            return
-        streamed.accept(event)
-        await self.auditor.emit(
-            "chat_event_detected",
-            _audit_details.event_detected(request.round_index, event, request.offer.accepts),
-        )
-        await self.auditor.output.put(_outputs.event(event))
-
-    async def finish(self) -> StreamedRound:
-        parts = self.streamed.parts
-        if parts:
-            await self.auditor.emit(
-                "chat_message_stream_finished",
-                _audit_details.stream_finished(self.request.round_index, parts),
-            )
-        return self.streamed
-
-
-async def stream_round(
-    client: ChatClient, auditor: Auditor, request: ChatRoundRequest, requested_at: float
-) -> StreamedRound:
+async def stream_round(client: ChatClient, auditor: Auditor, chat: ChatRound) -> None:
     """Stream one chat call, putting deltas, usage and accepted events on the output.
 
     Visible TTFT leaves out the client warm-up the call waited for (recorded apart).
+    The stream's state is this call's locals and ``chat``: no handler object lives
+    while the round streams.
     """
-    handler = _RoundStream(auditor, request, requested_at)
-    streamed, output = handler.streamed, auditor.output
-    parts, call = streamed.parts, streamed.call
+    call, output, parts = chat.call, auditor.output, chat.parts
+    measuring = chat.measure_provider_ttft
     first_of_client = CLIENT_CALLS.first_use(client)
-    stream = client.stream_chat(request.messages, request.offer.tools, request.params)
+    stream = client.stream_chat(chat.messages, chat.offer.tools, chat.params)
     async for item in stream:  # the two kinds of every chunk, without a detour
         kind = item.kind
         if kind == "message_delta" and parts:  # a delta after the first: shown at once
             content = item.content
             parts.append(content)
             await output.put(_outputs.message_delta(content))
-        elif kind == "raw_chunk":  # kept for the response audit (no await on this path)
-            if handler.measuring:
-                handler.first_item()
+            continue
+        if measuring:  # provider TTFT: the call's first item of any kind
+            measuring = False
+            call.ttft_ms = _outputs.elapsed_ms(chat.requested_at, auditor.clock())
+        if kind == "raw_chunk":  # kept for the response audit (no await on this path)
             if item.raw_chunk is not None:
                 call.add_chunk(item.raw_chunk, item.raw_json)
         elif kind == "message_delta":
-            await handler.delta(item.content)
+            await _first_delta(auditor, chat, item.content)
         else:
-            await handler.take(item)
-    await handler.finish()
-    streamed.call.observe(stream, first_of_client=first_of_client)
-    warmup = round(streamed.call.warmup_ms)
-    if streamed.ttft_ms is not None and warmup:
-        streamed.ttft_ms = max(0, streamed.ttft_ms - warmup)
-    return streamed
+            await _take(auditor, chat, item)
+    await _finish(auditor, chat)
+    call.observe(stream, first_of_client=first_of_client)
+    warmup = round(call.warmup_ms)
+    if chat.ttft_ms is not None and warmup:
+        chat.ttft_ms = max(0, chat.ttft_ms - warmup)
+
+
+async def _first_delta(auditor: Auditor, chat: ChatRound, content: str) -> None:
+    """The round's first ``message_delta``: visible TTFT, audited before it is shown."""
+    chat.ttft_ms = _outputs.elapsed_ms(chat.started, auditor.clock())
+    await auditor.emit(
+        "chat_message_stream_started", _audit_details.stream_started(chat.round_index)
+    )
+    chat.parts.append(content)
+    await auditor.output.put(_outputs.message_delta(content))
+
+
+async def _take(auditor: Auditor, chat: ChatRound, item: StreamItem) -> None:
+    """Any other item: usage and events."""
+    if item.kind == "usage" and item.usage is not None:
+        chat.call.usage = item.usage
+        await auditor.output.put(_outputs.usage(item.usage))
+    elif item.kind == chat.offer.accepts and item.event is not None:
+        await _accept(auditor, chat, item.event)
+
+
+async def _accept(auditor: Auditor, chat: ChatRound, event: ToolCallEvent) -> None:
+    offer = chat.offer
+    if offer.offered_names_only and event.name not in offer.events:
+        chat.ignore(event.name)
+        return
+    if offer.unique_call_ids and (
+        event.id in chat.seen_call_ids or any(e.id == event.id for e in chat.events)
+    ):
+        chat.duplicate_call_id = chat.duplicate_call_id or event.id
+        return
+    chat.accept(event)
+    await auditor.emit(
+        "chat_event_detected",
+        _audit_details.event_detected(chat.round_index, event, offer.accepts),
+    )
+    await auditor.output.put(_outputs.event(event))
+
+
+async def _finish(auditor: Auditor, chat: ChatRound) -> None:
+    parts = chat.parts
+    if parts:
+        await auditor.emit(
+            "chat_message_stream_finished",
+            _audit_details.stream_finished(chat.round_index, parts),
+        )

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import orjson
 
+from agent_lab.application._outputs import NO_USAGE
 from agent_lab.application.contracts import ToolInvocationMode
 from agent_lab.application.events import EventBatchResult, EventSource
 from agent_lab.application.session_store import CallKind, CallMetric
@@ -243,7 +244,7 @@ def _model_metric(
     event_id: str | None = None,
     event_name: str | None = None,
 ) -> CallMetric:
-    usage = call.usage or TokenUsage()
+    usage = call.usage or NO_USAGE
     return CallMetric(
         metric_key=metric_key,
         turn_index=turn_index,

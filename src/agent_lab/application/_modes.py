@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from agent_lab.application._batches import BatchRun, RoundContext, run_direct_batch, run_dual_batch
-from agent_lab.application._chat_round import Offer, StreamedRound
+from agent_lab.application._chat_round import ChatRound, Offer
 from agent_lab.application._recovery import Recovery, direct_note, dual_note
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._transcript import repair_tool_transcript, visible_history
@@ -31,7 +31,7 @@ class ToolMode:
     accepts: StreamItemKind
     """The stream item kind this mode takes as an event."""
     offers: Callable[[ToolRegistry, list[str], StreamItemKind], Offer]
-    run_batch: Callable[[RoundContext, StreamedRound], Awaitable[BatchRun]]
+    run_batch: Callable[[RoundContext, ChatRound], Awaitable[BatchRun]]
     restore: Callable[[list[ChatMessage]], list[ChatMessage]]
     """The persisted history as this mode may send it again (DESIGN.md §8)."""
     recovery_note: Callable[[Recovery], ChatMessage]

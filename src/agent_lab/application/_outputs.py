@@ -33,6 +33,10 @@ def event(value: ToolCallEvent) -> Output:
     return {"type": "event", "event": value.model_dump()}
 
 
+NO_USAGE = TokenUsage()
+"""The counts of a call the provider reported no usage for (read, never handed out)."""
+
+
 def tool_result(message: ChatMessage) -> Output:
     return {"type": "tool_result", "message": message.model_dump()}
 
@@ -44,7 +48,7 @@ def round_stats(
     usage_value: TokenUsage | None,
     had_event: bool,
 ) -> Output:
-    counts = usage_value or TokenUsage()
+    counts = usage_value or NO_USAGE
     return {
         "type": "round_stats",
         "round_index": round_index,

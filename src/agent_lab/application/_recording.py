@@ -1,8 +1,9 @@
 """The recorder port a turn writes through, how a turn ended, and the recorder of a
 session without a store.
 
-``SessionRecorder`` (``_persistence``) writes to a ``SessionStore``; ``NullRecorder``
-writes nothing and keeps only the effect ledger in memory, so the engine never asks
+``SessionRecorder`` (``_persistence``) writes to a ``SessionStore``; without a store,
+``NULL_RECORDER`` writes nothing and, from a session's first batch, its
+``MemoryRecorder`` keeps only the effect ledger in memory, so the engine never asks
 whether a store is attached.
 """
 
@@ -12,10 +13,10 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent_lab.application._recovery import MemoryLedger, Recovery
+from agent_lab.application._recovery import NO_RECOVERY, MemoryLedger, Recovery
 from agent_lab.application.events import idempotency_key
 from agent_lab.application.session_store import BatchIntent, CallMetric, CallStatus
-from agent_lab.domain.errors import AgentLabError, PersistenceFailed
+from agent_lab.domain.errors import AgentLabError, InternalError, PersistenceFailed
 from agent_lab.domain.messages import ChatMessage
 
 
@@ -88,23 +89,13 @@ class FinishedTurn:
 
 
 class NullRecorder:
-    """A session without a store: every write succeeds and keeps nothing durable; only
-    the effect ledger lives on in memory, so a lost batch still reaches the next turn.
+    """A session without a store before its first batch: every write succeeds and keeps
+    nothing. It holds no state, so every such session shares ``NULL_RECORDER``; a
+    session's first batch gives it a ``MemoryRecorder`` of its own
+    (``SessionState.batch_recorder()``), and batch writes never reach this one."""
 
-    It holds that session's ledger, so each session gets its own recorder; the ledger
-    is made by the session's first batch (most sessions only stream answers)."""
-
-    __slots__ = ("_memory",)
+    __slots__ = ()
     persistent = False
-
-    def __init__(self) -> None:
-        self._memory: MemoryLedger | None = None
-
-    @property
-    def _ledger(self) -> MemoryLedger:
-        if self._memory is None:
-            self._memory = MemoryLedger()
-        return self._memory
 
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
         return None
@@ -114,6 +105,59 @@ class NullRecorder:
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
         return None
+
+    async def begin_batch(self, batch: BatchIntent) -> str:
+        raise _batch_without_ledger()
+
+    async def mark_dispatched(
+        self, batch_id: str, event_id: str, arguments: dict[str, Any]
+    ) -> None:
+        raise _batch_without_ledger()
+
+    async def record_result(
+        self, batch_id: str, event_id: str, status: CallStatus, result: ChatMessage
+    ) -> None:
+        raise _batch_without_ledger()
+
+    async def commit_batch(self, batch_id: str, messages: list[ChatMessage]) -> None:
+        raise _batch_without_ledger()
+
+    async def abandon_batch(self, batch_id: str) -> None:
+        raise _batch_without_ledger()
+
+    async def unreported(self) -> Recovery:
+        return NO_RECOVERY  # no batch has run
+
+    async def finish_turn(self, turn: FinishedTurn) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def stop_on_loss(self, task: asyncio.Task[Any] | None) -> None:
+        return None
+
+    @property
+    def lost_to(self) -> PersistenceFailed | None:
+        return None
+
+
+NULL_RECORDER = NullRecorder()
+
+
+def _batch_without_ledger() -> InternalError:
+    return InternalError("a batch was recorded without its session's MemoryRecorder")
+
+
+class MemoryRecorder(NullRecorder):
+    """A session without a store, from its first batch on: nothing durable is written;
+    the batches' effect ledger lives on in memory, so a lost batch still reaches the
+    next turn."""
+
+    __slots__ = ("_ledger",)
+
+    def __init__(self) -> None:
+        self._ledger = MemoryLedger()
 
     async def begin_batch(self, batch: BatchIntent) -> str:
         keyed = [(event, idempotency_key(batch.scope, event.id)) for event in batch.events]
@@ -140,15 +184,4 @@ class NullRecorder:
         return self._ledger.unreported()
 
     async def finish_turn(self, turn: FinishedTurn) -> None:
-        if self._memory is not None:
-            self._memory.reported(turn.recovered)
-
-    async def close(self) -> None:
-        return None
-
-    def stop_on_loss(self, task: asyncio.Task[Any] | None) -> None:
-        return None
-
-    @property
-    def lost_to(self) -> PersistenceFailed | None:
-        return None
+        self._ledger.reported(turn.recovered)

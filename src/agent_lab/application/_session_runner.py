@@ -20,7 +20,7 @@ from agent_lab.application._batches import EventAgentLink, EventServices
 from agent_lab.application._deadlines import deadlines_for
 from agent_lab.application._modes import mode_for
 from agent_lab.application._persistence import SessionRecorder
-from agent_lab.application._recording import FinishedTurn, NullRecorder, Recorder
+from agent_lab.application._recording import NULL_RECORDER, FinishedTurn, Recorder
 from agent_lab.application._restore import read_stored_history
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._transcript import History, fold_title, persisted_call_ids
@@ -164,9 +164,8 @@ class SessionRunner:
                 session_id=None,
                 scope_prefix=f"run-{uuid.uuid4().hex[:12]}",
                 history=History(),
-                seen_call_ids=set(),
                 next_turn_index=1,
-                recorder=NullRecorder(),
+                recorder=NULL_RECORDER,
                 one_shot=self.one_shot,
             )
         session_id = self.request.session_id or uuid.uuid4().hex
@@ -324,7 +323,7 @@ class SessionRunner:
             await recorder.finish_turn(
                 FinishedTurn(
                     turn.index,
-                    turn.metrics,
+                    list(turn.metrics),
                     status=outcome.status,
                     wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
                     round_count=turn.round_index,

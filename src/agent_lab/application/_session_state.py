@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent_lab.application._recording import Recorder
+from agent_lab.application._recording import NULL_RECORDER, MemoryRecorder, Recorder
 from agent_lab.application._recovery import NO_RECOVERY, Recovery
 from agent_lab.application._restore import RowRepair
 from agent_lab.application._transcript import History, RequestPrefix, request_prefix
@@ -26,11 +27,13 @@ class SessionState:
     scope_prefix: str
     history: History
     """Everything after the pre-messages that the chat agent will see again."""
-    seen_call_ids: set[str]
     next_turn_index: int
     recorder: Recorder
-    """A ``SessionRecorder``, or a ``NullRecorder`` when no store is attached."""
+    """A ``SessionRecorder``; without a store, ``NULL_RECORDER`` until the first batch
+    (``batch_recorder()``)."""
     one_shot: bool
+    seen_call_ids: AbstractSet[str] = frozenset()
+    """Provider call ids of the session so far (a set is made by its first batch)."""
     prefix: RequestPrefix = field(init=False)
     """System prompts and pre-messages, the same for every chat call."""
     terminated: bool = False
@@ -46,6 +49,16 @@ class SessionState:
     def __post_init__(self) -> None:
         self.prefix = request_prefix(self.request)
 
+    def batch_recorder(self) -> Recorder:
+        """The recorder a batch writes through: without a store, the session's own
+        ``MemoryRecorder``, made by its first batch (until then it shares one)."""
+        if self.recorder is NULL_RECORDER:
+            self.recorder = MemoryRecorder()
+        return self.recorder
+
+    def note_call_ids(self, ids: Iterable[str]) -> None:
+        self.seen_call_ids = {*self.seen_call_ids, *ids}
+
     @property
     def mode(self) -> ToolInvocationMode:
         return self.request.tool_invocation_mode
@@ -57,17 +70,25 @@ class TurnState:
     origin: float
     budget: int
     round_index: int = 0
-    metrics: list[CallMetric] = field(default_factory=list)
+    metrics: tuple[CallMetric, ...] = ()
+    """The turn's calls so far (a tuple: no list is made for a turn still streaming)."""
     open_batch: str | None = None
     """Journal id of a batch begun but not yet committed."""
-    landed: dict[str, ChatMessage] = field(default_factory=dict)
-    """The open batch's results made durable so far, by call id."""
+    landed: dict[str, ChatMessage] | None = None
+    """The open batch's results made durable so far, by call id (``landing()``)."""
     unfinished: Sequence[ChatMessage] = ()
     """Results of the batch the turn abandoned that were made durable before it ended."""
     streaming_text: list[str] = field(default_factory=list)
     """The deltas shown of the round streaming now, until its response is audited."""
     recovered: tuple[str, ...] = ()
     """Journal ids of interrupted batches this turn reported to the model."""
+
+    def landing(self) -> dict[str, ChatMessage]:
+        """Where a batch keeps its durable results: made by the turn's first batch
+        (most turns only stream an answer)."""
+        if self.landed is None:
+            self.landed = {}
+        return self.landed
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any, Protocol, assert_never
 from agent_lab.application import _audit_details, _outputs, _policies
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import BatchRun, EventServices, RoundContext
-from agent_lab.application._chat_round import ChatRoundRequest, StreamedRound, stream_round
+from agent_lab.application._chat_round import ChatRound, stream_round
 from agent_lab.application._metrics import (
     RawChunks,
     argument_metric,
@@ -110,9 +110,11 @@ class TurnEngine:
         """
         try:
             await self._open_turn(turn, user)
-            while True:
+            while True:  # one round per pass, through the protocol's phases
                 self._check_round_cap(turn)
-                step = await self._run_round(turn)
+                chat = await self._build_request(turn)
+                await stream_round(self.deps.client, self.auditor, chat)
+                step = await self._after_stream(turn, chat)
                 match step:
                     case RunAgain():
                         continue
@@ -168,18 +170,17 @@ class TurnEngine:
 
     async def _abandon_open_batch(self, turn: TurnState) -> None:
         batch_id, turn.open_batch = turn.open_batch, None
-        turn.unfinished = list(turn.landed.values())  # for the turn's closing audit
+        landed = turn.landed.values() if turn.landed is not None else ()
+        turn.unfinished = list(landed)  # for the turn's closing audit
         if batch_id is not None:
             recorder = self.session.recorder
             await recorder.abandon_batch(batch_id)
             self.session.lost_batch = True
 
-    async def _run_round(self, turn: TurnState) -> NextStep:
-        turn.round_index += 1
-        started, loop_started = self.clock(), asyncio.get_running_loop().time()
-        request, requested_at = await self._build_request(turn, started)
-        streamed = await stream_round(self.deps.client, self.auditor, request, requested_at)
-        await self._audit_response(turn, streamed, requested_at)
+    async def _after_stream(self, turn: TurnState, streamed: ChatRound) -> NextStep:
+        """Detect events → run batch → decide → persist → stats (the turn's loop
+        awaits the stream itself: no frame of the round's lives while it streams)."""
+        await self._audit_response(turn, streamed)
         events = _detected_events(streamed)
         if not events:
             await self._persist_answer(turn, streamed)
@@ -191,14 +192,14 @@ class TurnEngine:
             decision = await self._decide(ctx, batch, streamed)
             user_spoke = await self._persist_batch(ctx, batch, decision)
             step = _policies.next_step(decision, user_spoke=user_spoke)
-        await self._stats(turn, streamed, started, loop_started)
+        await self._stats(turn, streamed)
         return step
 
-    async def _build_request(
-        self, turn: TurnState, started: float
-    ) -> tuple[ChatRoundRequest, float]:
-        """The round's request, audited as ``chat_round_started`` and
-        ``chat_agent_request``; with the clock reading of the request audit."""
+    async def _build_request(self, turn: TurnState) -> ChatRound:
+        """The next round's request, audited as ``chat_round_started`` and
+        ``chat_agent_request``."""
+        turn.round_index += 1
+        started, loop_started = self.clock(), asyncio.get_running_loop().time()
         session = self.session
         configured = list(session.request.event_agent.enabled_tools)
         offer = self.mode.offer(self.deps.registry, configured if turn.budget > 0 else [])
@@ -227,25 +228,24 @@ class TurnEngine:
                 messages=sent.dumps,
             ),
         )
-        request = ChatRoundRequest(
+        return ChatRound(
             round_index=turn.round_index,
             messages=sent.messages,
             offer=offer,
             params=params,
             seen_call_ids=session.seen_call_ids,
             started=started,
+            loop_started=loop_started,
+            requested_at=requested_at,
             measure_provider_ttft=session.recorder.persistent,
-            shown=turn.streaming_text,
+            parts=turn.streaming_text,
         )
-        return request, requested_at
 
-    async def _audit_response(
-        self, turn: TurnState, streamed: StreamedRound, requested_at: float
-    ) -> None:
+    async def _audit_response(self, turn: TurnState, streamed: ChatRound) -> None:
         """The ``chat_agent_response`` audit; raw chunks decoded late (``Auditor.emit``)."""
         call = streamed.call
         answered_at = self.clock()
-        call.latency_ms = _outputs.elapsed_ms(requested_at, answered_at)
+        call.latency_ms = _outputs.elapsed_ms(streamed.requested_at, answered_at)
         details = _audit_details.chat_agent_response(
             turn.index,
             turn.round_index,
@@ -275,7 +275,7 @@ class TurnEngine:
             event_agent=services.event_agent,
         )
 
-    async def _persist_answer(self, turn: TurnState, streamed: StreamedRound) -> None:
+    async def _persist_answer(self, turn: TurnState, streamed: ChatRound) -> None:
         content = streamed.content
         if not content.strip():
             return
@@ -284,7 +284,7 @@ class TurnEngine:
         await self.session.recorder.append_messages(turn.index, [answer])
 
     async def _decide(
-        self, ctx: RoundContext, batch: BatchRun, streamed: StreamedRound
+        self, ctx: RoundContext, batch: BatchRun, streamed: ChatRound
     ) -> PolicyDecision:
         """Audit the batch's results and the policy's decision about them."""
         round_index = ctx.turn.round_index
@@ -320,7 +320,7 @@ class TurnEngine:
                 turn.open_batch, [*batch.persisted, *closing, *follow_ups]
             )
         turn.open_batch = None
-        turn.landed.clear()
+        turn.landed = None
         self.session.history.extend([*batch.transcript, *closing, *follow_ups])
         for text in spoken:
             await self.deps.queues.output.put(_outputs.message_delta(text))
@@ -339,26 +339,24 @@ class TurnEngine:
         return taken
 
     def _note_batch_metrics(self, turn: TurnState, batch: BatchRun) -> None:
-        turn.metrics += tool_metrics(
-            batch.result, turn_index=turn.index, round_index=turn.round_index, mode=self.mode.name
-        )
-        turn.metrics += [
+        index, round_index, mode = turn.index, turn.round_index, self.mode.name
+        tools = tool_metrics(batch.result, turn_index=index, round_index=round_index, mode=mode)
+        arguments = [
             argument_metric(
                 call.call,
                 fallback=call.fallback,
                 event_id=call.event_id,
                 event_name=call.event_name,
-                turn_index=turn.index,
-                round_index=turn.round_index,
-                mode=self.mode.name,
+                turn_index=index,
+                round_index=round_index,
+                mode=mode,
             )
             for call in batch.argument_calls
         ]
+        turn.metrics += (*tools, *arguments)
 
-    async def _stats(
-        self, turn: TurnState, streamed: StreamedRound, started: float, loop_started: float
-    ) -> None:
-        elapsed = _outputs.elapsed_ms(started, self.clock())
+    async def _stats(self, turn: TurnState, streamed: ChatRound) -> None:
+        elapsed = _outputs.elapsed_ms(streamed.started, self.clock())
         await self.deps.queues.output.put(
             _outputs.round_stats(
                 turn.round_index,
@@ -372,19 +370,15 @@ class TurnEngine:
             turn.index, turn.round_index, elapsed_ms=elapsed, visible_ttft_ms=streamed.ttft_ms
         )
         loop = asyncio.get_running_loop()
-        finished["loop_lag_ms"] = monitor_for(loop).max_between(loop_started, loop.time())
+        finished["loop_lag_ms"] = monitor_for(loop).max_between(streamed.loop_started, loop.time())
         await self.auditor.emit("chat_round_finished", finished)
-        turn.metrics.append(
-            chat_metric(
-                streamed.call,
-                turn_index=turn.index,
-                round_index=turn.round_index,
-                mode=self.mode.name,
-            )
+        metric = chat_metric(
+            streamed.call, turn_index=turn.index, round_index=turn.round_index, mode=self.mode.name
         )
+        turn.metrics += (metric,)
 
 
-def _detected_events(streamed: StreamedRound) -> list[ToolCallEvent]:
+def _detected_events(streamed: ChatRound) -> list[ToolCallEvent]:
     """The round's accepted events; a reused provider call id ends the turn."""
     if streamed.duplicate_call_id is not None:
         raise ModelBehaviorError(f"duplicate provider tool-call ID: {streamed.duplicate_call_id}")

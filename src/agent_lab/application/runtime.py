@@ -35,7 +35,7 @@ from agent_lab.application.protocol import TERMINAL_TYPES, OutputMessage
 from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.session_handle import RuntimeSession, next_output
 from agent_lab.application.session_store import SessionStore
-from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
+from agent_lab.application.tools import ToolRegistry, shared_default_tool_registry
 from agent_lab.domain.errors import UsageError
 
 __all__ = ["TERMINAL_TYPES", "DebugRuntime", "RuntimeSession"]
@@ -64,7 +64,9 @@ class DebugRuntime:
         claim_wait_seconds: float = 0.0,
     ) -> None:
         self.chat_client = chat_client
-        self.registry = registry if registry is not None else build_default_tool_registry()
+        self._registry = registry if registry is not None else shared_default_tool_registry()
+        self._own_registry = registry is not None
+        """``False`` while the runtime runs with the process's shared default registry."""
         self.session_store = session_store
         self.queues = queues if queues is not None else RuntimeQueues()
         self.clock: Clock = clock or time.perf_counter
@@ -72,6 +74,18 @@ class DebugRuntime:
         self._runner: SessionRunner | None = None
         self._task: asyncio.Task[None] | None = None
         self._lag: LoopLagMonitor | None = None
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The tools; by default the built-in ones, shared by the runtimes that run with
+        them until this property is read (this runtime's own copy from then on)."""
+        if not self._own_registry:
+            self._registry, self._own_registry = self._registry.copy(), True
+        return self._registry
+
+    @registry.setter
+    def registry(self, registry: ToolRegistry) -> None:
+        self._registry, self._own_registry = registry, True
 
     def start(self, request: DebugRunRequest) -> RuntimeQueues:
         """Run one turn in the background; read its output from the returned queues."""
@@ -158,11 +172,11 @@ class DebugRuntime:
     def _launch(self, request: DebugRunRequest, *, one_shot: bool) -> RuntimeQueues:
         if self.running:
             raise UsageError("this runtime is already running a session; use another runtime")
-        check_runnable(request, self.registry.names())
+        check_runnable(request, self._registry.names())
         self._runner = SessionRunner(
             request,
             client=self.chat_client,
-            registry=self.registry,
+            registry=self._registry,
             queues=self.queues,
             clock=self.clock,
             store=self.session_store,

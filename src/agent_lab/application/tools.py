@@ -142,6 +142,11 @@ class ToolRegistry:
         registry._tools, registry._shared = tools, True
         return registry
 
+    def copy(self) -> ToolRegistry:
+        """A registry of the same tools; registering into either leaves the other as is."""
+        self._shared = True
+        return ToolRegistry._sharing(self._tools)
+
     def register(self, tool: ToolDefinition) -> None:
         """Add a tool; its schema must be a valid JSON schema (checked once per definition).
 
@@ -337,11 +342,9 @@ async def _call(function: Callable[..., Any], *args: Any) -> Any:
 
 
 def build_default_tool_registry(
-    backends: BuiltinBackends | None = None,
-    *,
-    home: Path | None = None,
+    backends: BuiltinBackends | None = None, *, home: Path | None = None
 ) -> ToolRegistry:
-    """A registry with the built-in tools.
+    """A registry with the built-in tools, yours to register more tools into.
 
     Cheap to call once per session: the definitions are shared (immutable) and their
     schemas were checked once.
@@ -354,23 +357,32 @@ def build_default_tool_registry(
             ``AGENT_LAB_HOME`` when set, else the platform's user data directory
             (``~/.local/share/agent-lab`` on Linux). Ignored when ``backends`` is given.
     """
+    return shared_default_tool_registry(backends, home=home).copy()
+
+
+def shared_default_tool_registry(
+    backends: BuiltinBackends | None = None, *, home: Path | None = None
+) -> ToolRegistry:
+    """The built-in tools' registry, one object per process and set of backends: for
+    readers only (register into a ``copy()``). Arguments as for
+    ``build_default_tool_registry``."""
     from agent_lab.application.builtin_tools import builtin_tool_definitions
 
     definitions = builtin_tool_definitions(backends, home=home)
-    key = tuple(map(id, definitions))  # the mapping keeps them alive: ids stay theirs
+    key = tuple(map(id, definitions))  # the registry keeps them alive: ids stay theirs
     shared = _DEFAULT_TOOLS.get(key)
     if shared is None:
-        shared = ToolRegistry(definitions)._tools
+        shared = ToolRegistry(definitions)
         if len(_DEFAULT_TOOLS) >= 64:
             _DEFAULT_TOOLS.clear()
         _DEFAULT_TOOLS[key] = shared
-    return ToolRegistry._sharing(shared)
+    return shared
 
 
-_DEFAULT_TOOLS: dict[tuple[int, ...], dict[str, ToolDefinition]] = {}
-"""The built-in tools by name, per set of definitions (the same backends give the same
-definitions objects): every runtime's default registry shares one mapping until it
-registers a tool of its own."""
+_DEFAULT_TOOLS: dict[tuple[int, ...], ToolRegistry] = {}
+"""The built-in tools' registry per set of definitions (the same backends give the same
+definitions): shared by the runtimes with the default tools, and its mapping by every
+registry built from it until that one registers a tool of its own."""
 
 
 def unreadable_arguments(event: ToolCallEvent) -> str | None:

@@ -4,8 +4,9 @@ The official ``openai`` SDK sends the request (authentication, retries with back
 408/409/429/5xx and connection errors honouring ``Retry-After``); the client reads the
 raw event stream itself, so no typed chunk objects are built, and keeps its own two
 deadlines per call (idle on content, total), retries included. See ``chunk_parser`` for
-the per-chunk work, ``provider_errors`` for error mapping and ``secret_mask`` for how
-credentials are kept out of everything the client hands on.
+the per-chunk work, ``stream_body`` for refusing answers that are no event stream,
+``provider_errors`` for error mapping and ``secret_mask`` for how credentials are kept
+out of everything the client hands on.
 """
 
 from __future__ import annotations
@@ -31,18 +32,15 @@ from agent_lab.domain.errors import (
     ConfigError,
     DeadlineKind,
     ProviderDeadlineExceeded,
-    ProviderProtocolError,
     UsageError,
 )
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
-from agent_lab.infrastructure.openai_compat.provider_errors import (
-    map_provider_errors,
-    provider_message,
-)
+from agent_lab.infrastructure.openai_compat.provider_errors import map_provider_errors
 from agent_lab.infrastructure.openai_compat.request_body import ChatRequest, build_chat_request
 from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask, redact_url, url_secrets
+from agent_lab.infrastructure.openai_compat.stream_body import event_stream_chunks
 from agent_lab.infrastructure.openai_compat.transcript_validation import validate_tool_transcript
 from agent_lab.infrastructure.openai_transport import (
     DEFAULT_TRANSPORT,
@@ -274,12 +272,11 @@ class OpenAICompatibleChatClient:
                         response = await stack.enter_async_context(
                             self._open(request, params.model)
                         )
-                        await _require_event_stream(response, self._mask)
+                        chunks = await event_stream_chunks(response, self._mask)
                 except TimeoutError:
                     raise self._expired(deadline, total_deadline, loop.time() - started) from None
                 timing.connect_ms = _ms(loop.time() - sent)
                 timing.attempts = 1 + response.retries_taken
-                chunks = response.iter_bytes().__aiter__()
                 last_content, progress = started, 0
                 while True:
                     deadline = min(last_content + idle, total_deadline)
@@ -350,16 +347,6 @@ class OpenAICompatibleChatClient:
                 extra_headers=self._request_headers,
             ),
         )
-
-
-async def _require_event_stream(response: _StreamingResponse, mask: SecretMask) -> None:
-    """Rejects a 2xx answer that is a JSON document instead of an event stream."""
-    content_type = response.headers.get("content-type", "")
-    if not content_type.startswith("application/json"):
-        return
-    await response.read()
-    message = mask.text(provider_message(response.http_response))
-    raise ProviderProtocolError(f"expected an event stream, got a JSON answer: {message}")
 
 
 def _check_base_url(base_url: str) -> None:

@@ -223,7 +223,11 @@ class SSETranscriptServer:
             raise RuntimeError("the SSE transcript server did not start") from self._failure
 
     def stop(self) -> None:
-        """Closes the port and every open connection, then joins the thread."""
+        """Closes the port and every open connection, then joins the thread.
+
+        Connections a client still holds open (idle keep-alive ones included) are closed
+        quietly: nothing is logged or printed.
+        """
         if self._thread is None:
             return
         if self._loop is not None and self._stopping is not None:
@@ -264,6 +268,10 @@ class SSETranscriptServer:
             connections.add(task)
             try:
                 await self._connection(reader, writer)
+            except asyncio.CancelledError:
+                # Cancelled by stop(): end normally, for asyncio (before Python 3.12)
+                # logs a handler task that ends cancelled as an error with a traceback.
+                pass
             finally:
                 connections.discard(task)
 

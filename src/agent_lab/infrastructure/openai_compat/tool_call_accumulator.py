@@ -10,6 +10,8 @@ OpenAI-compatible servers disagree on how a call is streamed. The accumulator ac
 * arguments sent as a JSON object instead of a string, never sent (vLLM, parameterless
   tools) or sent as a ``"{}"`` placeholder before the real fragments;
 * missing ids (a fresh one is generated) and non-string ids (stringified);
+* the same id at two different indexes: two calls, both kept with that id, so the chat
+  round sees the id twice in one batch and ends the turn with a protocol error;
 * a legacy ``function_call`` delta, used only when the stream has no ``tool_calls``.
 
 Malformed argument text yields ``arguments={}`` with the text kept in ``raw_arguments``.
@@ -37,6 +39,8 @@ IdFactory = Callable[[], str]
 class _PartialCall:
     order: int
     index: int
+    indexed: bool = False
+    """Whether the provider sent the index (else it is the call's position)."""
     id: str | None = None
     name: str = ""
     fragments: list[str] = field(default_factory=list)
@@ -128,8 +132,11 @@ class ToolCallAccumulator:
     def _route(self, index: int | None, call_id: str | None, name: str | None) -> _PartialCall:
         if call_id is not None:
             known = self._by_id.get(call_id)
-            if known is not None:
+            if known is not None and (index is None or not known.indexed or known.index == index):
                 return known
+            at_index = self._by_index.get(index) if index is not None else None
+            if at_index is not None and at_index.id == call_id:
+                return at_index  # a repeated id at its own index, after a duplicate opened
         candidate = self._by_index.get(index) if index is not None else self._current
         if candidate is not None and _continues(candidate, call_id, name):
             if call_id is not None and candidate.id is None:
@@ -140,7 +147,9 @@ class ToolCallAccumulator:
 
     def _open(self, index: int | None, call_id: str | None) -> _PartialCall:
         position = len(self._calls)
-        call = _PartialCall(order=position, index=position if index is None else index)
+        call = _PartialCall(
+            order=position, index=position if index is None else index, indexed=index is not None
+        )
         call.id = call_id
         self._calls.append(call)
         self._by_index[call.index] = call

@@ -36,6 +36,9 @@ class TelemetryExportFailed(AgentLabError):
     code = "telemetry_export_failed"
 
 
+_NOT_ACCEPTED: Final = (
+    "the trace backend did not accept the spans; check OTEL_EXPORTER_OTLP_ENDPOINT"
+)
 _MODULES: Final = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
 
 
@@ -90,15 +93,14 @@ def export_session(
     """
     require_otel()
     from agent_lab.infrastructure.telemetry.export import session_spans
+    from agent_lab.infrastructure.telemetry.live import failure_of
     from agent_lab.infrastructure.telemetry.otlp import OtlpSink
 
     target = sink or OtlpSink()
     try:
         spans = session_spans(store, session_id, options or default_options())
         if not target.export(spans):
-            raise TelemetryExportFailed(
-                "the trace backend did not accept the spans; check OTEL_EXPORTER_OTLP_ENDPOINT"
-            )
+            raise TelemetryExportFailed(failure_of(target, _NOT_ACCEPTED))
     finally:
         target.shutdown()
     return len(spans)

@@ -37,6 +37,13 @@ class SpanSink(Protocol):
     def shutdown(self) -> None: ...
 
 
+def failure_of(sink: SpanSink, default: str) -> str:
+    """Why ``sink``'s last export failed, when it says (``OtlpSink.failure``), else
+    ``default``."""
+    failure = getattr(sink, "failure", None)
+    return failure if isinstance(failure, str) and failure else default
+
+
 class ObservedQueue(asyncio.Queue[Any]):
     """An output queue that shows each message to ``observe`` as it is put."""
 
@@ -72,6 +79,8 @@ class LiveTelemetry:
         self._jobs: deque[Callable[[], None]] = deque()
         self._worker: asyncio.Task[None] | None = None
         self._sessions: list[_SessionWatch] = []
+        self._reported: str | None = None
+        """The export failure last reported: the same one is not reported again."""
 
     def queues(self) -> RuntimeQueues:
         """Queues for one runtime whose output is watched."""
@@ -122,9 +131,16 @@ class LiveTelemetry:
                 _call(self._jobs.popleft())
 
     def send(self, spans: list[SpanData]) -> None:
+        """Export ``spans``; a failure is logged as one ``error:`` line, once until an
+        export succeeds again."""
         with self._lock:
-            if not self.sink.export(spans):
-                logger.warning("the trace backend did not accept %d spans", len(spans))
+            if self.sink.export(spans):
+                self._reported = None
+                return
+            failure = failure_of(self.sink, "the trace backend did not accept the spans")
+            if failure != self._reported:
+                self._reported = failure
+                logger.error("error: %s", failure)
 
 
 class _SessionWatch:

@@ -7,7 +7,8 @@ by default OTLP over HTTP configured by the standard variables
 ``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_EXPORTER_OTLP_TIMEOUT``, ...), with the resource
 from ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` (service ``agent-lab`` when
 none is given). ``OTEL_METRICS_EXPORTER=none`` turns the metrics off, e.g. for a
-trace-only backend.
+trace-only backend. An unreachable backend fails an export at once and is named in
+``failure`` (see ``reachability``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from agent_lab.infrastructure.telemetry import semconv as sc
 from agent_lab.infrastructure.telemetry.metrics import TelemetryMetrics
+from agent_lab.infrastructure.telemetry.reachability import (
+    BackendUnreachable,
+    Reachability,
+    quiet_logs,
+    session_for,
+)
 from agent_lab.infrastructure.telemetry.spans import SpanData
 
 DEFAULT_SERVICE = "agent-lab"
@@ -89,8 +96,15 @@ class OtlpSink:
     ) -> None:
         self.resource = resource()
         self.scope = scope()
-        self._exporter = span_exporter or _default_span_exporter()
-        reader = metric_reader if metric_reader is not None else _default_metric_reader()
+        self.reachability = Reachability()
+        if span_exporter is None or metric_reader is None:
+            quiet_logs()
+        self._exporter = span_exporter or _default_span_exporter(self.reachability)
+        reader = (
+            metric_reader
+            if metric_reader is not None
+            else _default_metric_reader(self.reachability)
+        )
         self._meters = MeterProvider(
             resource=self.resource, metric_readers=[reader] if reader is not None else []
         )
@@ -101,10 +115,18 @@ class OtlpSink:
         if not spans:
             return True
         readable = readable_spans(spans, resource_=self.resource, scope_=self.scope)
-        result = self._exporter.export(readable)
+        try:
+            result = self._exporter.export(readable)
+        except BackendUnreachable:  # raised through by older exporter releases
+            result = SpanExportResult.FAILURE
         if with_metrics:
             self.metrics.record(spans)
         return result is SpanExportResult.SUCCESS
+
+    @property
+    def failure(self) -> str | None:
+        """Why the last export failed (one line), if the exporters found out."""
+        return self.reachability.failure
 
     def shutdown(self) -> None:
         """Flush the metrics and close the exporters (blocking)."""
@@ -112,15 +134,15 @@ class OtlpSink:
         self._exporter.shutdown()
 
 
-def _default_span_exporter() -> SpanExporter:
+def _default_span_exporter(reachability: Reachability) -> SpanExporter:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter()
+    return OTLPSpanExporter(session=session_for(reachability))
 
 
-def _default_metric_reader() -> MetricReader | None:
+def _default_metric_reader(reachability: Reachability) -> MetricReader | None:
     if os.environ.get("OTEL_METRICS_EXPORTER", "otlp").strip().lower() == "none":
         return None
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    return PeriodicExportingMetricReader(OTLPMetricExporter())
+    return PeriodicExportingMetricReader(OTLPMetricExporter(session=session_for(reachability)))

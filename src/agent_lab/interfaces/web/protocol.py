@@ -19,11 +19,13 @@ frames without an offset: ``attached``, ``history``, ``detached``, ``cancelled``
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 
 from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.domain.errors import InvalidRequest
 
 
 class ConnectionOverride(BaseModel):
@@ -87,6 +89,10 @@ Command = Annotated[
     Field(discriminator="type"),
 ]
 _COMMANDS: TypeAdapter[Command] = TypeAdapter(Command)
+COMMAND_TYPES: tuple[str, ...] = tuple(
+    get_args(model.model_fields["type"].annotation)[0] for model in get_args(get_args(Command)[0])
+)
+"""``start``, ``user``, ``cancel``, ``close``, ``drop_queued``."""
 
 
 class ProtocolError(ValueError):
@@ -110,7 +116,7 @@ def parse_command(text: str) -> Command:
     try:
         return _COMMANDS.validate_json(text)
     except ValidationError as exc:
-        raise ProtocolError(describe(exc, "message"), first_field(exc, None)) from None
+        raise ProtocolError(describe(exc, None), first_field(exc, None)) from None
 
 
 def run_request(command: StartCommand, session_id: str) -> DebugRunRequest:
@@ -120,7 +126,7 @@ def run_request(command: StartCommand, session_id: str) -> DebugRunRequest:
         ProtocolError: the request is missing or not a valid ``DebugRunRequest``.
     """
     if command.request is None:
-        raise ProtocolError("request: required to start a session")
+        raise ProtocolError("request: required to start a session", "request")
     fields = {**command.request, "session_id": session_id}
     try:
         return DebugRunRequest.model_validate(fields)
@@ -128,26 +134,52 @@ def run_request(command: StartCommand, session_id: str) -> DebugRunRequest:
         raise ProtocolError(describe(exc, "request"), first_field(exc, "request")) from None
 
 
-def describe(exc: ValidationError, what: str) -> str:
-    """``what.field: problem; ...`` without the offending input values."""
+def request_error(exc: InvalidRequest) -> ProtocolError:
+    """A request the runtime refuses (an unknown tool…), said as a validation error is:
+    ``invalid request — request.event_agent.enabled_tools: unknown tool(s) …``."""
+    field = f"request.{exc.field}"
+    return ProtocolError(f"invalid request — {field}: {exc.problem}", field)
+
+
+_TAG_ERRORS = frozenset({"union_tag_invalid", "union_tag_not_found"})
+
+
+def describe(exc: ValidationError, what: str | None) -> str:
+    """``invalid what — field: problem; ...`` without the offending input values.
+
+    Without ``what`` (a whole command) the paths are the command's own fields
+    (``content``, ``connection.base_url``), ``type`` or ``message`` (not JSON, not an
+    object).
+    """
     problems = []
     for error in exc.errors(include_input=False, include_url=False):
-        where = ".".join(str(part) for part in (what, *error["loc"]))
-        problems.append(f"{where}: {error['msg']}")
-    return "invalid " + what + " — " + "; ".join(problems)
+        problems.append(f"{_path(error, what)}: {_problem(error)}")
+    return "invalid " + (what or "message") + " — " + "; ".join(problems)
 
 
-def first_field(exc: ValidationError, what: str | None) -> str | None:
-    """The dotted path of the first invalid field (``request.chat_agent.temperature``).
-
-    Without ``what`` (a whole command), the leading command type is left out.
-    """
+def first_field(exc: ValidationError, what: str | None) -> str:
+    """The dotted path of the first invalid field (``request.chat_agent.temperature``,
+    ``content``), as ``describe`` names it."""
     errors = exc.errors(include_input=False, include_url=False)
     if not errors:
-        return None
-    loc = [str(part) for part in errors[0]["loc"]]
-    parts = [what, *loc] if what is not None else loc[1:]
-    return ".".join(parts) or None
+        return what or "message"
+    return _path(errors[0], what)
+
+
+def _path(error: ErrorDetails, what: str | None) -> str:
+    loc = [str(part) for part in error["loc"]]
+    if what is not None:
+        return ".".join([what, *loc])
+    if error["type"] in _TAG_ERRORS:
+        return "type"
+    return ".".join(loc[1:]) or "message"  # loc[0] is the command's type
+
+
+def _problem(error: ErrorDetails) -> str:
+    if error["type"] in _TAG_ERRORS:  # pydantic's text repeats the tag that was sent
+        expected = ", ".join(repr(name) for name in COMMAND_TYPES)
+        return f"unknown or missing message type; expected one of {expected}"
+    return error["msg"]
 
 
 def error_frame(message: str, field: str | None = None) -> dict[str, Any]:

@@ -13,12 +13,13 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+import httpx
 from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect
 
 import agent_lab.interfaces.web.records as records
-from agent_lab.application.contracts import DebugRunRequest
-from agent_lab.domain.errors import AgentLabError, SessionNotFound
+from agent_lab.application.contracts import DebugRunRequest, check_runnable
+from agent_lab.domain.errors import AgentLabError, InvalidRequest, SessionNotFound
 from agent_lab.interfaces.web.guards import drop_queued, queued_turns
 from agent_lab.interfaces.web.hub import (
     CLOSE_SLOW_CONSUMER,
@@ -39,6 +40,7 @@ from agent_lab.interfaces.web.protocol import (
     UserCommand,
     error_frame,
     parse_command,
+    request_error,
     run_request,
 )
 from agent_lab.interfaces.web.security import chosen_protocol, socket_denial
@@ -160,10 +162,13 @@ class Connection:
                     self._close_session()
                 case DropQueuedCommand():
                     self._drop_queued()
+        except InvalidRequest as exc:
+            error = request_error(exc)
+            self._control(error_frame(str(error), error.field))
         except (ProtocolError, LimitExceeded) as exc:
             self._control(error_frame(str(exc), exc.field))
-        except AgentLabError as exc:
-            self._control(error_frame(f"{type(exc).__name__}: {exc}"))
+        except AgentLabError as exc:  # the session cannot start now (busy, storage…)
+            self._control(error_frame(str(exc)))
 
     async def _start(self, command: StartCommand) -> None:
         if self.live is not None and not self.live.ending:
@@ -171,6 +176,7 @@ class Connection:
         request = run_request(command, self.session_id) if command.request else None
         if request is not None:
             check_request(request)
+            check_runnable(request, self.state.lab.registry.names())  # nothing stored yet
             self._check_connection(command.connection)
         live = self.state.hub.get(self.session_id)
         if live is not None:
@@ -181,7 +187,7 @@ class Connection:
             self._on_deleted()  # a tab reopening a session deleted meanwhile
             return
         if request is None:
-            raise ProtocolError("request: required to start a session that is not live")
+            raise ProtocolError("request: required to start a session that is not live", "request")
         if request.user_message.strip():
             await self._launch(request, command.connection, with_history=True)
             return
@@ -197,9 +203,9 @@ class Connection:
         base_url = (connection.base_url or "").strip() if connection is not None else ""
         if not base_url:
             return
-        if not base_url.lower().startswith(("http://", "https://")):
+        if not _is_http_url(base_url):
             field = "connection.base_url"
-            raise ProtocolError(f"{field}: must be an http(s) URL", field)
+            raise ProtocolError(f"{field}: must be an http(s) URL with a host", field)
         if not self.state.options.endpoint_allowed(base_url, self.state.lab.base_url):
             raise ProtocolError(
                 "connection.base_url: not an endpoint this server allows "
@@ -219,7 +225,6 @@ class Connection:
             request, connection = self.pending
             update = {"user_message": content}
             await self._launch(request.model_copy(update=update), connection, with_history=False)
-            self.pending = None
             return
         if self.live is None or self.live.ending:
             raise ProtocolError("no live session here: send a start message to resume it")
@@ -262,11 +267,13 @@ class Connection:
             except SessionLive as exc:
                 live = exc.live
             else:
+                self.pending = None  # a request held for the first message is spent
                 self.state.watchers.started(self.session_id)
                 await self._send(self._attached(live=True))
                 if with_history:
                     await self._send({"type": "history", "record": record, "before_turn": None})
                 return
+        self.pending = None
         await self._attach(live, None, None)
         live.submit(request.user_message)
 
@@ -332,6 +339,15 @@ class Connection:
             await asyncio.wait_for(
                 self.websocket.close(code=code, reason=reason), _CLOSE_TIMEOUT_SECONDS
             )
+
+
+def _is_http_url(base_url: str) -> bool:
+    """An ``http(s)`` URL with a host, as the provider client accepts."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        return False
+    return url.scheme in ("http", "https") and bool(url.host)
 
 
 _DISCONNECTS = (WebSocketDisconnect, OSError, asyncio.CancelledError)

@@ -8,7 +8,7 @@ import { Conversation } from "./conversation.js";
 import { openExplain } from "./explain.js";
 import { $, h, ms, num, shortId, toast } from "./dom.js";
 import { budgetNotice, budgetSpent, clearFieldErrors, LiveFigures, QueuedMessages, showFieldError } from "./feedback.js";
-import { groupAudits, recordsByTurn } from "./records.js";
+import { groupAudits, recordsByTurn, sessionEnds } from "./records.js";
 import { matches, renderSessions } from "./sessions.js";
 import { SessionSocket } from "./socket.js";
 import { renderTimeline } from "./timeline-view.js";
@@ -251,7 +251,7 @@ function handleControl(frame) {
       break;
     case "detached":
       setPhase("ended");
-      conversation.notice("Session ended. Send a message to continue it.");
+      conversation.sessionEnded();
       refreshRecord();
       break;
     case "cancelled":
@@ -284,6 +284,9 @@ function loadHistory(record, truncated) {
   if (state.applyConfig && record.session?.config) config.apply(record.session.config);
   state.applyConfig = false;
   conversation.renderRecord(record);
+  // Not live and its runtime ended (not just never started or stopped by a crash): as
+  // a page that watched it end reads, "ended".
+  if (state.phase === "pending" && sessionEnds(record.audit).ended) setPhase("ended");
   if (truncated) conversation.notice("Part of the turn in progress was too long to replay.");
   showRecordSummary(record);
   queueTimeline();

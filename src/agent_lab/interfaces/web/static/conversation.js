@@ -8,7 +8,9 @@
 // `applyTurnRecord`, so a turn looks the same live and after a reload.
 
 import { h, ms, num, parseJson, pretty } from "./dom.js";
-import { callsOf, failureText, isUncertain, shownStatus, UNCERTAIN } from "./records.js";
+import { callsOf, failureText, ignoredEvents, isUncertain, sessionEnds, shownStatus, UNCERTAIN } from "./records.js";
+
+export const SESSION_ENDED = "Session ended. Send a message to continue it.";
 
 export class Conversation {
   constructor(root, emptyHint) {
@@ -29,7 +31,11 @@ export class Conversation {
   // A stored session: every turn from its record, then the calls the store's effect
   // ledger still holds as unreported (uncertain until the next turn reports them).
   renderRecord(record) {
-    for (const turn of record.records || []) this.renderTurn(turn);
+    const ends = sessionEnds(record.audit);
+    for (const turn of record.records || []) {
+      this.renderTurn(turn);
+      if (ends.after.has(turn.turn_index)) this.sessionEnded();
+    }
     const unreported = record.unreported_calls || [];
     this.markUncertain(unreported);
     if (unreported.length) {
@@ -75,15 +81,23 @@ export class Conversation {
   }
 
   // Each finished round says what the record says it said: the chat agent's words,
-  // then the runtime's own sentences (template confirmations, the farewell).
+  // then the runtime's own sentences (template confirmations, the farewell), each on a
+  // line of its own — they are separate messages, never glued to the chat text.
   sayRounds(turn, record) {
     for (const round of record.rounds || []) {
-      const said = round.text + (round.spoken || []).join("");
+      const spoken = round.spoken || [];
+      const said = round.text + spoken.join("");
       if (round.status !== "succeeded" && !said) continue; // cut off: keep what streamed
       const entry = this.roundOf(turn, round.round_index);
-      if (entry.text.data !== said) entry.text.data = said;
+      if (entry.text.data !== round.text) entry.text.data = round.text;
+      setSpoken(entry, spoken);
+      entry.chatSaid = true; // the chat agent's text is final: later deltas are the runtime's
       entry.bubble.hidden = !said;
       entry.bubble.classList.remove("streaming");
+    }
+    for (const round of record.rounds || []) {
+      const lines = ignoredEvents(round);
+      if (lines.length) showIgnored(this.roundOf(turn, round.round_index), lines);
     }
   }
 
@@ -162,14 +176,14 @@ export class Conversation {
     const turn = this.current || this.turn(1);
     if (!turn.rounds.has(index)) {
       const text = document.createTextNode("");
+      const said = h("div", { class: "msg-text" }, text);
       const bubble = h("div", { class: "msg assistant" },
-        h("div", { class: "msg-meta" }, `Assistant · round ${index}`),
-        h("div", { class: "msg-text" }, text));
+        h("div", { class: "msg-meta" }, `Assistant · round ${index}`), said);
       bubble.hidden = true;
       const calls = h("div", { class: "calls" });
       const el = h("div", { class: "round" }, bubble, calls);
       turn.el.append(el);
-      turn.rounds.set(index, { index, el, bubble, text, calls });
+      turn.rounds.set(index, { index, el, bubble, text, said, spoken: [], chatSaid: false, calls });
     }
     this.round = turn.rounds.get(index);
     return this.round;
@@ -179,7 +193,8 @@ export class Conversation {
     const round = this.round || this.startRound(this.nextRoundIndex());
     round.bubble.hidden = false;
     round.bubble.classList.add("streaming");
-    round.text.appendData(content);
+    if (round.chatSaid) setSpoken(round, [...round.spoken.map((el) => el.textContent), content]);
+    else round.text.appendData(content);
     this.scroll();
   }
 
@@ -244,6 +259,13 @@ export class Conversation {
     }
   }
 
+  // The session's runtime stopped (a terminating tool, End session, idle): live when
+  // the `detached` frame comes, reopened where the stored `session_finished` audit is.
+  sessionEnded() {
+    this.notice(SESSION_ENDED);
+    this.root.lastElementChild.classList.add("ended");
+  }
+
   notice(message) {
     this.emptyHint.hidden = true;
     this.root.append(h("div", { class: "notice" }, message));
@@ -258,6 +280,26 @@ export class Conversation {
 }
 
 const RAN = { succeeded: "done", failed: "error" };
+
+// Under the round's calls, one line per event name that was not on offer.
+function showIgnored(round, lines) {
+  let el = round.el.querySelector(".ignored-events");
+  if (el && el.dataset.lines === lines.join("\n")) return;
+  el?.remove();
+  el = h("div", { class: "ignored-events", dataset: { lines: lines.join("\n") } },
+    ...lines.map((line) => h("div", { class: "ignored-event" }, line)));
+  round.calls.after(el);
+}
+
+// The runtime's own sentences of a round (template confirmations, the farewell), each
+// its own line under the chat agent's text.
+function setSpoken(round, sentences) {
+  const shown = round.spoken.map((el) => el.textContent);
+  if (shown.length === sentences.length && shown.every((text, i) => text === sentences[i])) return;
+  for (const el of round.spoken) el.remove();
+  round.spoken = sentences.map((text) => h("span", { class: "msg-spoken", title: "said by the runtime, not the model" }, text));
+  round.said.append(...round.spoken);
+}
 
 function recoveredText(call) {
   if (call.status in UNCERTAIN) return `uncertain: ${UNCERTAIN[call.status]}`;

@@ -12,6 +12,23 @@ export function groupAudits(audits) {
   return byTurn;
 }
 
+// Where the session's runtime ended, from its stored `session_finished` audits: the
+// turns each end followed (a page that watched was told by a `detached` frame there),
+// and whether the session is still ended (no runtime started since).
+export function sessionEnds(audits) {
+  const after = new Set();
+  let ended = false;
+  for (const audit of audits || []) {
+    if (audit.event === "session_finished") {
+      after.add(audit.turn_index ?? 0);
+      ended = true;
+    } else if (audit.event === "session_started") {
+      ended = false;
+    }
+  }
+  return { after, ended };
+}
+
 export function recordsByTurn(records) {
   return new Map((records || []).map((record) => [record.turn_index, record]));
 }
@@ -50,4 +67,10 @@ export function failureText(record) {
   if (!failure) return head;
   const reason = failure.reason === record.status ? head : `${head}: ${failure.reason}`;
   return failure.message && failure.message !== head ? `${reason} — ${failure.message}` : reason;
+}
+
+// Event names the chat agent wrote in a round that were not among the events on offer
+// (dual_agent): they never ran, and the visible text drops them, so the round says so.
+export function ignoredEvents(round) {
+  return (round.ignored_event_names || []).map((name) => `ignored event: ${name} (not an available tool)`);
 }

@@ -5,6 +5,7 @@
 // the audits give the clock and the requests as sent.
 
 import { h, ms, pretty } from "./dom.js";
+import { ignoredEvents } from "./records.js";
 
 // Session-level records share the first or last turn's clock but are not turn work.
 const SESSION_EVENTS = new Set(["session_started", "session_finished"]);
@@ -54,7 +55,8 @@ function chatRounds(audits, at, end, record) {
     if (request && first) item.wait = { start: at(request), end: at(first) };
     item.live = !stop;
     const round = (record?.rounds || []).find((entry) => entry.round_index === r);
-    item.details = compact({ round, chat_agent_request: request, chat_agent_response: responses.get(r), chat_round_started: started, chat_round_finished: stop });
+    const ignored = round ? ignoredEvents(round) : [];
+    item.details = compact({ ignored_events: ignored.length ? ignored : null, round, chat_agent_request: request, chat_agent_response: responses.get(r), chat_round_started: started, chat_round_finished: stop });
     return item;
   });
 }
