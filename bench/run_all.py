@@ -44,6 +44,7 @@ BENCHMARKS = {
     "session_growth": "bench.bench_session_growth",
     "construction": "bench.bench_construction",
     "sessions": "bench.bench_sessions",
+    "store_open": "bench.bench_store_open",
 }
 
 

@@ -218,3 +218,58 @@ def test_search_query_leaves_out_where_to_search(
 ) -> None:
     [intent] = detect_intents(message, clock())
     assert intent.arguments == {"query": query}
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "What did I schedule?",
+        "what did we book a room for",
+        "Did I schedule a design review tomorrow?",
+        "Have you set up a call with Dana?",
+        "When did I arrange the offsite?",
+        "What did I search for?",
+        "Did you turn the volume up?",
+    ],
+)
+def test_a_question_about_what_was_done_asks_for_no_action(
+    message: str, clock: Callable[[], datetime]
+) -> None:
+    assert detect_intents(message, clock()) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "title"),
+    [
+        ("Can you schedule a design review at 9?", "Design review"),
+        ("Could you book a table for tonight?", "Table"),
+        ("What did I schedule? Also schedule a sync at 4pm", "Sync"),
+        ("Please schedule.", "Meeting"),
+        ("Schedule", "Meeting"),
+        ("schedule it tomorrow", "Meeting"),
+    ],
+)
+def test_a_request_still_schedules_and_a_vague_title_is_meeting(
+    message: str, title: str, clock: Callable[[], datetime]
+) -> None:
+    [intent] = detect_intents(message, clock())
+    assert intent.kind is IntentKind.SCHEDULE
+    assert intent.arguments["title"] == title
+
+
+@pytest.mark.asyncio
+async def test_what_did_i_schedule_gets_an_answer_not_a_booking(http: httpx.AsyncClient) -> None:
+    dual = await stream(http, dual_body("What did I schedule?"))
+    assert EVENT_BLOCK_START not in dual.content
+    assert dual.content and dual.finish_reason == "stop"
+
+    offered = [tool("calendar__schedule__create", "calendar.schedule.create")]
+    tools = await stream(
+        http,
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "What did I schedule?"}],
+            "tools": offered,
+        },
+    )
+    assert tools.tool_calls == [] and tools.finish_reason == "stop"

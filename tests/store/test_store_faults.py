@@ -16,6 +16,7 @@ For each, the test checks the classified reason and that the failed write left n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -355,15 +356,43 @@ def _corrupt_messages(path: Path) -> None:
             handle.write(garbage)
 
 
-def test_a_corrupted_store_fails_as_corrupt_and_leaves_no_partial_rows(tmp_path: Path) -> None:
-    path = tmp_path / "corrupt.sqlite3"
+def _store_with_a_transcript(path: Path) -> None:
     with SQLiteSessionStore(path) as store:
         store.create_session("t", {}, session_id="s")
         store.append_messages("s", 1, [user(f"{i}" + "m" * 3000) for i in range(200)])
+        store.append_audit("s", None, "before", {})
+
+
+def test_a_corrupted_store_is_refused_for_writing_and_left_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "corrupt.sqlite3"
+    _store_with_a_transcript(path)
     size = path.stat().st_size
     _corrupt_messages(path)
     assert path.stat().st_size == size
+    damaged = hashlib.md5(path.read_bytes()).hexdigest()
+    with pytest.raises(PersistenceFailed) as opened:
+        SQLiteSessionStore(path)
+    assert opened.value.reason == "corrupt"
+    assert str(path) in str(opened.value) and "quick_check" in str(opened.value)
+    assert "left unchanged" in str(opened.value)
+    assert hashlib.md5(path.read_bytes()).hexdigest() == damaged
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corrupt.sqlite3"]
+    # Read-only, what is on intact pages can still be read.
+    with SQLiteSessionStore(path, read_only=True) as reader:
+        assert [a["event"] for a in reader.list_audit_logs("s")] == ["before"]
+        with pytest.raises(PersistenceFailed) as read:
+            reader.list_messages("s")
+        _assert_reason(read.value, "corrupt")
+    assert hashlib.md5(path.read_bytes()).hexdigest() == damaged
+
+
+def test_pages_damaged_while_open_fail_as_corrupt_and_leave_no_partial_rows(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "corrupt.sqlite3"
+    _store_with_a_transcript(path)
     with SQLiteSessionStore(path) as store:
+        _corrupt_messages(path)
         with pytest.raises(PersistenceFailed) as read:
             store.list_messages("s")
         _assert_reason(read.value, "corrupt")
@@ -375,7 +404,7 @@ def test_a_corrupted_store_fails_as_corrupt_and_leaves_no_partial_rows(tmp_path:
         assert store.list_batches("s") == []
         # Tables on intact pages keep working.
         store.append_audit("s", None, "still_usable", {})
-        assert [a["event"] for a in store.list_audit_logs("s")] == ["still_usable"]
+        assert [a["event"] for a in store.list_audit_logs("s")] == ["before", "still_usable"]
 
 
 def test_a_store_with_a_damaged_schema_page_is_corrupt_at_open(tmp_path: Path) -> None:

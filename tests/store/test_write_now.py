@@ -219,8 +219,8 @@ def test_damaged_pages_are_confirmed_by_the_usual_write_not_on_the_calling_threa
     store = _open(path)
     _turn(store, 1)()
     store.close()
+    broken = SQLiteSessionStore(path)  # damaged after it opened: a damaged file is not opened
     _damage_table(path, "turns")
-    broken = SQLiteSessionStore(path)
     checked: list[str] = []
     sound = broken._file_is_sound
 

@@ -2,7 +2,9 @@
 
 A message is split into clauses at sentence ends, commas and ``and``/``then``; a clause
 holds at most one intent (its earliest trigger), and a clause without a trigger
-continues the one before it ("search for salt and pepper" stays one query).
+continues the one before it ("search for salt and pepper" stays one query). A question
+about what was done ("What did I schedule?", "Have you booked it?") asks for no action:
+its clause holds no intent and is not continued.
 """
 
 from __future__ import annotations
@@ -70,6 +72,13 @@ _TRIGGERS: dict[IntentKind, re.Pattern[str]] = {
     kind: re.compile(rf"\b(?:{words})\b", re.IGNORECASE) for kind, words in _TRIGGER_WORDS.items()
 }
 
+_PAST_QUESTION = re.compile(
+    r"^(?:(?:what|which|when|where|who|whom|why|how(?:\s+many|\s+much)?)\s+)?"
+    r"(?:did|didn't|have|haven't|has|hasn't|had)\s+(?:i|we|you)\b",
+    re.IGNORECASE,
+)
+"""The start of a question about what was done, as opposed to a request ("can you …")."""
+
 _SEPARATOR = re.compile(
     r"((?:[.!?;]+|\n)(?=\s|$)\s*|,\s*(?:and\s+|then\s+)?|\s+(?:and|then|also|plus)\s+)",
     re.IGNORECASE,
@@ -99,16 +108,18 @@ def detect_intents(message: str, now: datetime) -> list[Intent]:
 def split_clauses(message: str) -> list[tuple[IntentKind, str]]:
     """``(kind, clause)`` pairs; the clause starts at the kind's trigger."""
     pieces = _SEPARATOR.split(message)
-    found: list[tuple[IntentKind, str]] = []
+    found: list[tuple[IntentKind | None, str]] = []
     for index in range(0, len(pieces), 2):
         piece = pieces[index]
         trigger = earliest_trigger(piece)
-        if trigger is not None:
+        if _PAST_QUESTION.match(piece.strip()):
+            found.append((None, ""))  # no intent, and nothing after it continues one
+        elif trigger is not None:
             found.append((trigger[0], piece[trigger[1] :]))
         elif found:
             kind, clause = found[-1]
             found[-1] = (kind, clause + pieces[index - 1] + piece)
-    return [(kind, _trim(clause)) for kind, clause in found]
+    return [(kind, _trim(clause)) for kind, clause in found if kind is not None]
 
 
 def earliest_trigger(text: str) -> tuple[IntentKind, int] | None:
@@ -165,7 +176,7 @@ def _volume_direction(lowered: str) -> int:
 
 
 _TITLE_LEAD = re.compile(
-    r"\b(?:schedule|arrange|book|set\s+up|add|put)\s+(?:me\s+|us\s+)?"
+    r"\b(?:schedule|arrange|book|set\s+up|add|put)(?:\s+|$)(?:me\s+|us\s+)?"
     r"(?:(?:a|an|the|my|our)\s+)?(?:new\s+)?",
     re.IGNORECASE,
 )

@@ -52,6 +52,7 @@ from agent_lab.infrastructure.sqlite.opening import (
     open_connection,
     writes_now,
 )
+from agent_lab.infrastructure.sqlite.reading import damage
 from agent_lab.infrastructure.sqlite.rows import require_session
 from agent_lab.infrastructure.sqlite.schema import rollback_quietly
 
@@ -327,6 +328,10 @@ class StoreCore:
         error is only mapped: the work reruns the usual way, which does the rest."""
         if isinstance(exc, sqlite3.Error):
             failure = persistence_failed(exc)
+            if failure.reason == "read_only" and self._options.read_only:
+                failure = PersistenceFailed(
+                    "read_only", f"{self._path} is open for reading only; nothing was written"
+                )
             failure.__cause__ = exc  # as ``raise failure from exc``
             self._fail(failure)
             raise failure
@@ -343,21 +348,15 @@ class StoreCore:
 
     def _file_is_sound(self) -> bool:
         try:
-            probe = sqlite3.connect(f"{self._path.absolute().as_uri()}?mode=ro", uri=True)
+            return not damage(self._path)
         except sqlite3.Error:
             return False
-        try:
-            return bool(probe.execute("PRAGMA quick_check").fetchone()[0] == "ok")
-        except sqlite3.Error:
-            return False
-        finally:
-            probe.close()
 
     def _reconnect(self) -> None:
         old, self._conn = self._conn, None
         if old is not None:
             old.close()
-        self._conn = open_connection(self._path, self._options)
+        self._conn = open_connection(self._path, self._options, check_pages=False)
         self._patient = True
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_lab.domain.errors import PersistenceFailed, PersistenceFailure, StoreFormatError
+from agent_lab.infrastructure.sqlite.reading import access_problem
 
 # Primary SQLite result codes (https://sqlite.org/rescode.html).
 _SQLITE_BUSY = 5
@@ -124,8 +125,9 @@ def map_open_errors(path: Path) -> Iterator[None]:
     A file SQLite does not recognise as a database (``SQLITE_NOTADB``) becomes
     ``StoreFormatError`` naming the file; a store whose pages are damaged
     (``SQLITE_CORRUPT``) is ``PersistenceFailed("corrupt")`` naming the file, like any
-    later read or write of it; failing to open a file on a read-only file system
-    becomes ``PersistenceFailed("read_only")``.
+    later read or write of it; failing to open a file on a read-only file system, or
+    one this user may not read or whose directory it may not write, becomes
+    ``PersistenceFailed("read_only")`` naming the path and the cause.
 
     Raises:
         StoreFormatError: the file is not an SQLite database.
@@ -141,10 +143,13 @@ def map_open_errors(path: Path) -> Iterator[None]:
             ) from exc
         if reason == "corrupt":
             raise PersistenceFailed("corrupt", f"{path}: {exc}") from exc
-        if reason == "unknown" and _on_read_only_file_system(path):
+        if reason in ("unknown", "read_only") and _on_read_only_file_system(path):
             raise PersistenceFailed(
                 "read_only", f"{path} is on a read-only file system ({exc})"
             ) from exc
+        problem = access_problem(path) if reason in ("unknown", "read_only") else None
+        if problem is not None:
+            raise PersistenceFailed("read_only", f"cannot open {path}: {problem} ({exc})") from exc
         raise PersistenceFailed(reason, _detail(reason, exc)) from exc
 
 

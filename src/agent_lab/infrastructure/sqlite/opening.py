@@ -7,9 +7,9 @@ connection, and again to replace it after a confirmed-sound file confused it.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Literal, get_args
 
@@ -18,6 +18,12 @@ from agent_lab.infrastructure.sqlite.errors import (
     classify_os_error,
     classify_sqlite_error,
     map_open_errors,
+)
+from agent_lab.infrastructure.sqlite.reading import (
+    needs_shared_memory_file,
+    read_only_target,
+    refuse_damaged,
+    require_no_pending_log,
 )
 from agent_lab.infrastructure.sqlite.schema import (
     SCHEMA_VERSION,
@@ -66,24 +72,27 @@ class Options:
             raise UsageError(f"max_size_bytes must be positive, not {self.max_size_bytes}")
 
 
-def open_connection(path: Path, options: Options) -> sqlite3.Connection:
+def open_connection(
+    path: Path, options: Options, *, check_pages: bool = True
+) -> sqlite3.Connection:
     """Open, check and (when needed) migrate the store at ``path``; return the connection.
 
     Opening waits for other stores opening or migrating the same file (up to
-    ``busy_timeout_ms``) instead of failing as ``locked``.
+    ``busy_timeout_ms``) instead of failing as ``locked``. A store opened for writing
+    first checks the file's pages (``reading.refuse_damaged``) unless ``check_pages``
+    is false (the caller has just found the file sound); one opened for reading only
+    reads the file as ``reading`` describes.
     """
     memory = str(path) == MEMORY
     if not memory:
         _prepare_path(path, options.read_only)
         check_file_header(path)
     with map_open_errors(path):
-        conn = _connect(path, options, memory)
-        try:
-            _configure_patiently(conn, path, options, memory)
-        except BaseException:
-            conn.close()
-            raise
-    return conn
+        if options.read_only:
+            return _open_read_only(path, options)
+        if not memory and check_pages:
+            _patiently(lambda: refuse_damaged(path, options.busy_timeout_ms / 1000), options)
+        return _configured(_connect(path, options, memory), path, options, memory)
 
 
 def _prepare_path(path: Path, read_only: bool) -> None:
@@ -99,13 +108,33 @@ def _prepare_path(path: Path, read_only: bool) -> None:
         ) from exc
 
 
-def _connect(path: Path, options: Options, memory: bool) -> sqlite3.Connection:
+def _open_read_only(path: Path, options: Options) -> sqlite3.Connection:
+    try:
+        return _configured(_connect(path, options, False), path, options, False)
+    except sqlite3.Error as exc:
+        if not needs_shared_memory_file(exc):
+            raise
+        require_no_pending_log(path, exc)
+    return _configured(_connect(path, options, False, immutable=True), path, options, False)
+
+
+def _configured(
+    conn: sqlite3.Connection, path: Path, options: Options, memory: bool
+) -> sqlite3.Connection:
+    try:
+        _configure_patiently(conn, path, options, memory)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _connect(
+    path: Path, options: Options, memory: bool, *, immutable: bool = False
+) -> sqlite3.Connection:
     target: str | Path = MEMORY if memory else path
     if options.read_only:
-        target = f"{path.absolute().as_uri()}?mode=ro"
-        if _on_read_only_mount(path):
-            # No -shm can be created next to the file; read it as immutable media.
-            target += "&immutable=1"
+        target = read_only_target(path, immutable=immutable)
     return sqlite3.connect(
         target,
         timeout=options.busy_timeout_ms / 1000,
@@ -115,17 +144,16 @@ def _connect(path: Path, options: Options, memory: bool) -> sqlite3.Connection:
     )
 
 
-def _on_read_only_mount(path: Path) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
-
-
 def _configure_patiently(
     conn: sqlite3.Connection, path: Path, options: Options, memory: bool
 ) -> None:
-    """``_configure``, retried while another connection switches the file to WAL.
+    _patiently(lambda: _configure(conn, path, options, memory), options, conn)
+
+
+def _patiently(
+    action: Callable[[], None], options: Options, conn: sqlite3.Connection | None = None
+) -> None:
+    """``action``, retried while another connection switches the file to WAL.
 
     SQLite returns ``SQLITE_BUSY`` without calling the busy handler when a journal-mode
     change or WAL recovery races another connection, so the busy timeout alone does not
@@ -134,12 +162,13 @@ def _configure_patiently(
     deadline = time.monotonic() + options.busy_timeout_ms / 1000
     while True:
         try:
-            _configure(conn, path, options, memory)
+            action()
             return
         except sqlite3.OperationalError as exc:
             if classify_sqlite_error(exc) != "locked" or time.monotonic() >= deadline:
                 raise
-            rollback_quietly(conn)
+            if conn is not None:
+                rollback_quietly(conn)
             time.sleep(_OPEN_RETRY_SECONDS)
 
 
@@ -148,10 +177,14 @@ def _configure(conn: sqlite3.Connection, path: Path, options: Options, memory: b
     conn.execute("PRAGMA foreign_keys = ON")
     version = read_version(conn, path)  # before anything could write to the file
     if options.read_only:
+        if version == 0:
+            raise StoreFormatError(f"there is no session store at {path} (the file is empty)")
         if version < SCHEMA_VERSION:
             raise StoreFormatError(
-                f"{path} has session store schema version {version} and needs an upgrade "
-                f"to {SCHEMA_VERSION}; open it once without read_only"
+                f"{path} has session store schema version {version}, older than the "
+                f"version {SCHEMA_VERSION} this Agent Lab reads, and upgrading it writes to "
+                "the file, which a read-only open never does; open it once with write "
+                "access (without read_only) to upgrade it (the file was left unchanged)"
             )
         return
     if not memory:

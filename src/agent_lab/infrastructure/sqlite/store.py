@@ -26,7 +26,9 @@ claimed are fenced by the claim (see ``claims``).
 **Errors.** No ``sqlite3`` exception leaves this package: failures become
 ``PersistenceFailed`` with a ``reason`` (``locked``, ``disk_full``, ``read_only``,
 ``corrupt``, ``taken_over``, ``file_replaced``, ``unknown``); a file that is not a
-store, or has a newer schema, raises ``StoreFormatError`` and is left unchanged.
+store, or has a newer schema, raises ``StoreFormatError`` and is left unchanged, and so
+is a file whose pages are damaged (``PersistenceFailed("corrupt")``: its pages are
+checked before a store opened for writing writes anything; see ``reading``).
 
 Timestamps (``created_at`` and friends) are ISO-8601 UTC strings with milliseconds;
 claim expiry times are wall-clock epoch seconds.
@@ -35,8 +37,8 @@ The roles live in their own modules: ``transcript`` (sessions, turns, messages),
 ``metrics`` (audits, stored once through ``blobs``; call metrics), ``journal`` (tool
 batches) and ``claims``; ``opening`` opens the file, ``connection`` runs the
 transactions, ``write_now`` the short ones the event loop may make itself (no thread
-hand-off when nothing can wait), ``schema`` migrates the file, ``errors`` classifies
-failures.
+hand-off when nothing can wait), ``schema`` migrates the file, ``reading`` opens it
+for reading only and checks its pages, ``errors`` classifies failures.
 """
 
 from __future__ import annotations
@@ -63,16 +65,19 @@ class SQLiteSessionStore(TranscriptRole, MetricsRole, JournalRole, ClaimsRole, W
             fails with ``PersistenceFailed("locked")``.
         synchronous: ``PRAGMA synchronous``; ``NORMAL`` survives process crashes,
             ``FULL`` also survives power loss (see the module docstring).
-        read_only: Open the file for reading only (``mode=ro``); every write raises
-            ``PersistenceFailed("read_only")``. The file must be a current store.
+        read_only: Open the file for reading only; every write raises
+            ``PersistenceFailed("read_only")``. The file must exist and be a current
+            store (it is never migrated). It is read where this user may not write it
+            or its directory (``reading`` says how, and what a ``-wal`` file changes).
         max_size_bytes: Cap the file size (``PRAGMA max_page_count``); a write past the
             cap fails with ``PersistenceFailed("disk_full")`` as a full disk would.
 
     Raises:
         StoreFormatError: the file is not a store, belongs to another application, or
             has a newer schema; the file is left unchanged.
-        PersistenceFailed: the file could not be opened or migrated, or its pages are
-            damaged (``reason="corrupt"``).
+        PersistenceFailed: the file could not be opened or migrated (``read_only``
+            when this user may not, naming the path and the cause), or its pages are
+            damaged (``reason="corrupt"``; the file is left unchanged).
         UsageError: an option is out of range.
     """
 
