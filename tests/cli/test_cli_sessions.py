@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from tests.cli.cli_helpers import Invoke, copy_database, invoke_in, process_env
+from tests.store.store_support import unwritable
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +189,35 @@ def test_mode_filter_help_names_no_default(cli: Invoke) -> None:
     mode_help = options.split("--mode", 1)[1].split("--status", 1)[0]
     assert "dual_agent" in mode_help and "chat_agent_tools" in mode_help
     assert "default" not in mode_help
+
+
+def _md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def test_a_store_this_user_may_not_write_is_still_listed_shown_exported_and_replayed(
+    home: Path, session_id: str
+) -> None:
+    database = home / "agent-lab.sqlite3"
+    before, entries = _md5(database), sorted(p.name for p in home.iterdir())
+
+    def agent_lab(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "agent_lab", *args]
+        env = process_env(home)
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+    with unwritable(database), unwritable(home):
+        listed = agent_lab("sessions", "list", "--json")
+        shown = agent_lab("sessions", "show", session_id)
+        exported = agent_lab("sessions", "export", session_id)
+        replayed = agent_lab("replay", session_id, "--speed", "0", "--quiet")
+        deleted = agent_lab("sessions", "delete", session_id, "--yes")
+
+    for done in (listed, shown, exported, replayed):
+        assert done.returncode == 0, done.stderr
+    assert [s["id"] for s in json.loads(listed.stdout)] == [session_id]
+    assert "Schedule a review" in shown.stdout
+    assert json.loads(exported.stdout)["session"]["session_id"] == session_id
+    assert deleted.returncode != 0 and "read-only" in deleted.stderr, deleted.stderr
+    assert _md5(database) == before
+    assert sorted(p.name for p in home.iterdir()) == entries

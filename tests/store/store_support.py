@@ -7,8 +7,12 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agent_lab.application.session_store import CallMetric, SessionStore
 from agent_lab.domain.events import ToolCallEvent
@@ -130,3 +134,31 @@ def ledger_batch(store: SessionStore, *ids: str, turn: int = 1) -> str:
 def journal_calls(store: SessionStore) -> list[dict[str, Any]]:
     """Every journaled call of session ``s``, in order."""
     return [c for batch in store.list_batches("s") for c in batch["calls"]]
+
+
+def _lock_down(target: Path) -> None:
+    if os.geteuid() != 0:
+        target.chmod(0o555 if target.is_dir() else 0o444)
+        return
+    if shutil.which("chattr") is None:
+        pytest.skip("root ignores permission bits and chattr is not installed")
+    done = subprocess.run(["chattr", "+i", str(target)], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot make {target} immutable: {done.stderr.decode().strip()}")
+
+
+def _open_up(target: Path) -> None:
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "-i", str(target)], capture_output=True, check=False)
+    target.chmod(0o755 if target.is_dir() else 0o644)
+
+
+@contextmanager
+def unwritable(target: Path) -> Iterator[None]:
+    """``target`` (a file or a folder) unwritable for this user, root included
+    (``chattr +i``), inside the block; skips the test where that cannot be done."""
+    _lock_down(target)
+    try:
+        yield
+    finally:
+        _open_up(target)

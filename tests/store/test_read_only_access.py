@@ -26,33 +26,7 @@ import pytest
 from agent_lab.domain.errors import PersistenceFailed, StoreFormatError
 from agent_lab.infrastructure.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
-from tests.store.store_support import user
-
-
-def _lock_down(target: Path) -> None:
-    if os.geteuid() != 0:
-        target.chmod(0o555 if target.is_dir() else 0o444)
-        return
-    if shutil.which("chattr") is None:
-        pytest.skip("root ignores permission bits and chattr is not installed")
-    done = subprocess.run(["chattr", "+i", str(target)], capture_output=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot make {target} immutable: {done.stderr.decode().strip()}")
-
-
-def _open_up(target: Path) -> None:
-    if os.geteuid() == 0:
-        subprocess.run(["chattr", "-i", str(target)], capture_output=True, check=False)
-    target.chmod(0o755 if target.is_dir() else 0o644)
-
-
-@contextmanager
-def _unwritable(target: Path) -> Iterator[None]:
-    _lock_down(target)
-    try:
-        yield
-    finally:
-        _open_up(target)
+from tests.store.store_support import unwritable, user
 
 
 def _made_store(path: Path) -> None:
@@ -86,7 +60,7 @@ def test_a_store_in_an_unwritable_directory_is_read_without_writing(tmp_path: Pa
     path = folder / "agent-lab.sqlite3"
     _made_store(path)
     before, files = _digest(path), _listing(folder)
-    with _unwritable(folder):
+    with unwritable(folder):
         _assert_reads_and_refuses_writes(path, ["before"])
         with pytest.raises(PersistenceFailed) as writable:
             SQLiteSessionStore(path)
@@ -100,7 +74,7 @@ def test_an_unwritable_store_file_is_read_read_only(tmp_path: Path) -> None:
     path = tmp_path / "agent-lab.sqlite3"
     _made_store(path)
     before = _digest(path)
-    with _unwritable(path):
+    with unwritable(path):
         _assert_reads_and_refuses_writes(path, ["before"])
     assert _digest(path) == before
 
@@ -139,7 +113,7 @@ def test_a_reader_that_may_not_write_sees_commits_still_in_the_wal(tmp_path: Pat
     _made_store(path)
     with _writer_holding(path):
         assert path.with_name(path.name + "-wal").stat().st_size > 0
-        with _unwritable(folder):
+        with unwritable(folder):
             _assert_reads_and_refuses_writes(path, ["before", "after"])
 
 
@@ -158,7 +132,7 @@ def _crashed_writer(tmp_path: Path) -> Path:
 def test_a_crashed_writers_wal_is_read_through_its_index(tmp_path: Path) -> None:
     path = _crashed_writer(tmp_path)
     before, files = _digest(path), _listing(path.parent)
-    with _unwritable(path.parent):
+    with unwritable(path.parent):
         _assert_reads_and_refuses_writes(path, ["before", "after"])
     assert _digest(path) == before and _listing(path.parent) == files
 
@@ -167,7 +141,7 @@ def test_a_wal_with_commits_that_cannot_be_read_is_refused_by_name(tmp_path: Pat
     path = _crashed_writer(tmp_path)
     path.with_name(path.name + "-shm").unlink()  # without its index the log is unreadable
     before, files = _digest(path), _listing(path.parent)
-    with _unwritable(path.parent), pytest.raises(PersistenceFailed) as refused:
+    with unwritable(path.parent), pytest.raises(PersistenceFailed) as refused:
         SQLiteSessionStore(path, read_only=True)
     assert refused.value.reason == "read_only"
     assert f"its write-ahead log {path.name}-wal holds commits" in str(refused.value)
@@ -183,7 +157,7 @@ def test_a_new_store_in_an_unwritable_directory_names_the_path_and_the_cause(
     folder = tmp_path / "home"
     folder.mkdir()
     path = folder / "agent-lab.sqlite3"
-    with _unwritable(folder), pytest.raises(PersistenceFailed) as raised:
+    with unwritable(folder), pytest.raises(PersistenceFailed) as raised:
         SQLiteSessionStore(path)
     assert raised.value.reason == "read_only"
     message = str(raised.value)

@@ -38,8 +38,12 @@ def sqlite_path(location: str | os.PathLike[str]) -> Path:
     return Path(text).expanduser()
 
 
-def open_store(location: str | os.PathLike[str]) -> SessionStore:
+def open_store(location: str | os.PathLike[str], *, read_only: bool = False) -> SessionStore:
     """Open the store at ``location`` (see the module docstring).
+
+    ``read_only`` opens an SQLite file for reading only (its writes then fail as
+    ``PersistenceFailed("read_only")``); a PostgreSQL store opens as usual, since an up
+    to date one is opened without writing.
 
     Raises:
         ConfigError: a PostgreSQL URL without the ``postgres`` extra installed, or an
@@ -61,4 +65,4 @@ def open_store(location: str | os.PathLike[str]) -> SessionStore:
         raise ConfigError(f"unknown database URL scheme {scheme!r}: use postgresql:// or a path")
     from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 
-    return SQLiteSessionStore(sqlite_path(location))
+    return SQLiteSessionStore(sqlite_path(location), read_only=read_only)

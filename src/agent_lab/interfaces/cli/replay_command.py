@@ -70,7 +70,7 @@ async def _replay(
     hooks = TurnHooks() if quiet else _live(ConversationRenderer(console))
     from agent_lab.interfaces.cli.replay import replay_session
 
-    with open_store(options.settings()) as store:
+    with open_store(options.settings(), reading=True) as store:
         session_id = str(find_session(store, session_id)["id"])
         report = await replay_session(store, session_id, speed=speed, hooks=hooks, ignore=ignore)
     print_report(console, report, ignore)

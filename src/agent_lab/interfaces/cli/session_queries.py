@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from agent_lab.application.session_store import SessionStore
-from agent_lab.domain.errors import UsageError
+from agent_lab.domain.errors import PersistenceFailed, UsageError
 from agent_lab.infrastructure import store_factory
 from agent_lab.interfaces.cli.common import LabOptions, guard
 from agent_lab.interfaces.settings import LabSettings
@@ -49,17 +49,29 @@ def store_settings(config: Path | None, db: Path | None, home: Path | None) -> L
 
 
 @contextmanager
-def open_store(settings: LabSettings) -> Iterator[SessionStore]:
+def open_store(settings: LabSettings, *, reading: bool = False) -> Iterator[SessionStore]:
     """The configured session store (see the module docstring), closed afterwards.
 
-    Errors inside the block become one stderr line and an exit code, as in ``guard``.
+    A command that only reads (``reading``) still reads an SQLite file this user may
+    not write: where opening it for writing fails as read-only, it is opened for
+    reading only. Errors inside the block become one stderr line and an exit code, as
+    in ``guard``.
     """
     with guard():
-        store = store_factory.open_store(settings.store_location())
+        store = _open(settings.store_location(), reading=reading)
         try:
             yield store
         finally:
             store.close()
+
+
+def _open(location: str | Path, *, reading: bool) -> SessionStore:
+    try:
+        return store_factory.open_store(location)
+    except PersistenceFailed as exc:
+        if not reading or exc.reason != "read_only" or store_factory.is_postgres_url(location):
+            raise
+    return store_factory.open_store(location, read_only=True)
 
 
 def session_status(store: SessionStore, session_id: str) -> str:

@@ -122,7 +122,7 @@ def list_sessions(
     home: HomeOption = None,
 ) -> None:
     """List sessions, newest first."""
-    with open_store(store_settings(config, db, home)) as store:
+    with open_store(store_settings(config, db, home), reading=True) as store:
         sessions = filtered_sessions(store, mode=mode_value(mode), status=status, limit=limit)
     if as_json:
         _write_json(sys.stdout, sessions)
@@ -156,7 +156,7 @@ def show_session(
     settings = store_settings(config, db, home)
     with guard():
         prices = lab_prices(settings)
-    with open_store(settings) as store:
+    with open_store(settings, reading=True) as store:
         session = _require(store, session_id)
         session_id = str(session["id"])
         document = session_export(store, session_id, prices)
@@ -201,7 +201,7 @@ def export_session(
         return export_otlp(session_id, settings)
     with guard():
         prices = lab_prices(settings)
-    with open_store(settings) as store:
+    with open_store(settings, reading=True) as store:
         record = session_record(store, session_id, prices)
     if out is None:
         _write_export(sys.stdout, record, export_format)

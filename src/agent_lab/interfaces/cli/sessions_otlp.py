@@ -19,7 +19,7 @@ def export_otlp(session_id: str, settings: LabSettings) -> None:
 
     with guard():
         telemetry.require_otel()
-        with open_store(settings) as store:
+        with open_store(settings, reading=True) as store:
             session = find_session(store, session_id)
             count = telemetry.export_session(
                 store, str(session["id"]), options=telemetry.default_options(_prices())
