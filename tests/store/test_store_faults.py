@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import sqlite3
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -36,7 +33,14 @@ from agent_lab.infrastructure.sqlite.errors import (
     persistence_failed,
 )
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
-from tests.store.store_support import PRIVATE_MOUNTS, assistant, call, run_in_private_mount, user
+from tests.store.store_support import (
+    PRIVATE_MOUNTS,
+    assistant,
+    call,
+    run_in_private_mount,
+    unwritable,
+    user,
+)
 
 needs_private_mounts = pytest.mark.skipif(
     not PRIVATE_MOUNTS, reason="needs root and unshare to mount a private file system"
@@ -268,33 +272,13 @@ def test_a_store_opened_read_only_refuses_writes(tmp_path: Path) -> None:
     assert path.read_bytes() == content
 
 
-def _make_unwritable(path: Path) -> None:
-    if os.geteuid() != 0:
-        path.chmod(0o444)
-        return
-    if shutil.which("chattr") is None:
-        pytest.skip("root ignores permission bits and chattr is not installed")
-    done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot make the file immutable: {done.stderr.decode().strip()}")
-
-
-def _make_writable(path: Path) -> None:
-    if os.geteuid() == 0:
-        subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False)
-    path.chmod(0o644)
-
-
 def test_an_unwritable_store_file_fails_writes_as_read_only(tmp_path: Path) -> None:
     path = tmp_path / "locked-down.sqlite3"
     content = _made_store(path)
-    _make_unwritable(path)
-    try:
+    with unwritable(path):
         with SQLiteSessionStore(path) as store:
             _assert_writes_fail_read_only(store)
         assert path.read_bytes() == content
-    finally:
-        _make_writable(path)
 
 
 _OPEN_READ_ONLY_MOUNT = """

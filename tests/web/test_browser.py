@@ -82,8 +82,8 @@ def browser() -> Iterator[Browser]:
         chromium.close()
 
 
-@pytest.fixture
-def page(browser: Browser, lab: ServedLab) -> Iterator[Page]:
+def lab_page(browser: Browser, lab: ServedLab) -> Iterator[Page]:
+    """A fresh page on the lab once its tool list is loaded; a page error fails the test."""
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     errors: list[str] = []
@@ -93,6 +93,11 @@ def page(browser: Browser, lab: ServedLab) -> Iterator[Page]:
     yield page
     context.close()
     assert errors == []
+
+
+@pytest.fixture
+def page(browser: Browser, lab: ServedLab) -> Iterator[Page]:
+    yield from lab_page(browser, lab)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
-from tests.web.test_browser import VIEWPORT, browser, send, wait_turn_done
+from tests.web.test_browser import VIEWPORT, browser, lab_page, send, wait_turn_done
 from tests.web.web_support import ServedLab, lab_settings, served
 
 pytestmark = pytest.mark.browser
@@ -48,15 +48,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedLab]:
 
 @pytest.fixture
 def page(browser: Browser, lab: ServedLab) -> Iterator[Page]:
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(lab.base_url + "/")
-    expect(page.locator("#tool-list input")).not_to_have_count(0)
-    yield page
-    context.close()
-    assert errors == []
+    yield from lab_page(browser, lab)
 
 
 def shown(page: Page) -> list[dict[str, Any]]:
