@@ -23,7 +23,14 @@ from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.interfaces.web import WebOptions, create_app
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
-from tests.web.web_support import ServedLab, lab_settings, served, start_message, token_protocol
+from tests.web.web_support import (
+    ServedLab,
+    changed_start,
+    lab_settings,
+    served,
+    start_message,
+    token_protocol,
+)
 
 TOKEN = "a-long-lab-token-0123456789"
 SECRET = "sk-web-SECRET-7c2e9a41d0"
@@ -196,17 +203,6 @@ def test_a_client_over_its_rate_is_refused(lab_home: Path) -> None:
 # ------------------------------------------------------------------ 3. start-request limits
 
 
-def start_with(lab: Lab, **changes: Any) -> dict[str, Any]:
-    message = start_message(lab, "hello")
-    for path, value in changes.items():
-        target = message["request"]
-        *parents, leaf = path.split("__")
-        for parent in parents:
-            target = target[parent]
-        target[leaf] = value
-    return message
-
-
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
@@ -230,7 +226,7 @@ def test_every_field_of_the_start_request_is_limited(
 ) -> None:
     with served(lab_settings(lab_home)) as srv:
         with connect(srv.ws_url + "/ws/sessions/big", proxy=None, max_size=None) as ws:
-            ws.send(json.dumps(start_with(lab_of(srv), **changes)))
+            ws.send(json.dumps(changed_start(lab_of(srv), "hello", **changes)))
             error = json.loads(ws.recv(timeout=20))
             ws.send(json.dumps(start_message(lab_of(srv), "hello")))  # still usable
             attached = json.loads(ws.recv(timeout=20))

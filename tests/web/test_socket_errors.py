@@ -14,7 +14,7 @@ import httpx
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
-from tests.web.web_support import ServedLab, lab_settings, served, start_message
+from tests.web.web_support import ServedLab, changed_start, lab_settings, served
 
 CLASS_NAME = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)+\b")
 """A CamelCase word such as ``UnknownTools`` or ``ValidationError``."""
@@ -28,14 +28,7 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedLab]:
 
 def start(srv: ServedLab, text: str, **request: Any) -> dict[str, Any]:
     assert srv.lab is not None
-    message = start_message(srv.lab, text)
-    for path, value in request.items():
-        target = message["request"]
-        *parents, leaf = path.split("__")
-        for parent in parents:
-            target = target[parent]
-        target[leaf] = value
-    return message
+    return changed_start(srv.lab, text, **request)
 
 
 def refused(ws: ClientConnection, payload: str) -> dict[str, Any]:

@@ -45,6 +45,19 @@ def start_message(
     return {"type": "start", "request": request, "resume_from": None, **extra}
 
 
+def changed_start(lab: Lab, text: str, **changes: Any) -> dict[str, Any]:
+    """``start_message(lab, text)`` with request fields replaced: a change named
+    ``event_agent__enabled_tools`` sets ``request["event_agent"]["enabled_tools"]``."""
+    message = start_message(lab, text)
+    for path, value in changes.items():
+        target = message["request"]
+        *parents, leaf = path.split("__")
+        for parent in parents:
+            target = target[parent]
+        target[leaf] = value
+    return message
+
+
 @contextlib.contextmanager
 def in_process(
     settings: LabSettings,
