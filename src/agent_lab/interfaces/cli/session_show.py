@@ -49,20 +49,27 @@ def cost_text(cost: Row, roles: Collection[str] | None = None) -> str:
     (docs/runtime.md), so the record's ``follow_up`` sum, a share of it, is not listed.
     ``roles``: the roles that made calls (the split names only these); all by default.
     """
-    total = usd(cost.get("total_usd"))
-    if cost.get("total_usd") is None and cost.get("unpriced_calls"):
-        known = Decimal(cost.get("known_usd") or 0)
-        calls = cost["unpriced_calls"]
-        total = "unknown" if not known else f"≥ {format_usd(known)}"
-        total += f" ({calls} call{'s' if calls != 1 else ''} unpriced)"
-    parts = cost.get("by_role") or {}
+    total = _total_text(cost)
+    split = _split_text(cost.get("by_role") or {}, roles)
+    return f"{total} — {split}" if split else total
+
+
+def _total_text(cost: Row) -> str:
+    if cost.get("total_usd") is not None or not cost.get("unpriced_calls"):
+        return usd(cost.get("total_usd"))
+    known = Decimal(cost.get("known_usd") or 0)
+    calls = cost["unpriced_calls"]
+    total = "unknown" if not known else f"≥ {format_usd(known)}"
+    return total + f" ({calls} call{'s' if calls != 1 else ''} unpriced)"
+
+
+def _split_text(parts: Row, roles: Collection[str] | None) -> str:
     order = [*(r for r in _ROLE_LABELS if r in parts), *(r for r in parts if r not in _ROLE_LABELS)]
-    split = " · ".join(
+    return " · ".join(
         f"{_ROLE_LABELS.get(r, r)} {usd(parts[r])}"
         for r in order
         if r not in _INSIDE_CHAT and (roles is None or r in roles)
     )
-    return f"{total} — {split}" if split else total
 
 
 def turn_cost_note(
