@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_lab.interfaces.lab import Lab
+from agent_lab.interfaces.settings import LabSettings
 from agent_lab.testing import ScriptedResponse, SSETranscriptServer
 from tests.cli.cli_helpers import Invoke, Result
 
@@ -81,3 +83,13 @@ def test_compare_masks_the_endpoint_in_its_output_and_its_report(
         if report.suffix in (".md", ".html"):
             text = report.read_text(encoding="utf-8")
             assert PASSWORD not in text and QUERY_KEY not in text, report
+
+
+def test_the_lab_describes_its_endpoint_without_the_urls_credentials(
+    secret_url: str, tmp_path: Path
+) -> None:
+    settings = LabSettings(base_url=secret_url, home=tmp_path)
+    described = Lab(settings).endpoint_description
+
+    assert PASSWORD not in described and QUERY_KEY not in described, described
+    assert " at http://***@127.0.0.1:" in described and described.endswith("?api-key=***")

@@ -30,6 +30,7 @@ from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain.errors import ConfigError
 from agent_lab.domain.messages import ChatMessage
+from agent_lab.infrastructure.openai_compat.secret_mask import redact_url
 from agent_lab.infrastructure.prices import GenaiPriceTable, price_table
 from agent_lab.infrastructure.store_factory import open_store
 from agent_lab.interfaces.lab_telemetry import start_telemetry
@@ -85,11 +86,13 @@ class Lab:
 
     @property
     def endpoint_description(self) -> str:
+        """Which model endpoint the lab uses; its URL's credentials are masked."""
         if self.settings.simulated:
             return SIMULATED_NOTICE
+        url = redact_url(self.base_url) if self.base_url else self.base_url
         if self.settings.local:
-            return f"local model through llama.cpp at {self.base_url}"
-        return f"model {self.model} at {self.base_url}"
+            return f"local model through llama.cpp at {url}"
+        return f"model {self.model} at {url}"
 
     async def __aenter__(self) -> Lab:
         try:
