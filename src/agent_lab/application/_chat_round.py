@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
@@ -98,6 +98,10 @@ class ChatRound:
         self._ignored.append(name)
 
 
+_MODEL_EVENTS: Final = frozenset({"text_event", "provider_tool_call"})
+"""The stream item kinds that are a call the model wrote (``event`` items are not)."""
+
+
 async def stream_round(client: ChatClient, auditor: Auditor, chat: ChatRound) -> None:
     """Stream one chat call, putting deltas, usage and accepted events on the output.
 
@@ -148,8 +152,11 @@ async def _take(auditor: Auditor, chat: ChatRound, item: StreamItem) -> None:
     if item.kind == "usage" and item.usage is not None:
         chat.call.usage = item.usage
         await auditor.output.put(_outputs.usage(item.usage))
-    elif item.kind == chat.offer.accepts and item.event is not None:
-        await _accept(auditor, chat, item.event)
+    elif item.event is not None and item.kind in _MODEL_EVENTS:
+        if item.kind == chat.offer.accepts:
+            await _accept(auditor, chat, item.event)
+        else:  # nothing of this kind on offer: no tools, or the event budget is spent
+            chat.ignore(item.event.name)
 
 
 async def _accept(auditor: Auditor, chat: ChatRound, event: ToolCallEvent) -> None:
