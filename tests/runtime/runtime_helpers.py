@@ -6,11 +6,29 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
+from agent_lab.application.contracts import (
+    AgentParams,
+    DebugRunRequest,
+    EventAgentParams,
+    ToolInvocationMode,
+)
 from agent_lab.application.protocol import OutputMessage
 from agent_lab.application.queues import RuntimeQueues
 
 Output: TypeAlias = Mapping[str, Any]
 """An output message read by key, the way a test inspects it."""
+
+
+def tools_request(
+    mode: ToolInvocationMode, tools: list[str], loops: int = 1, user: str = "please handle it"
+) -> DebugRunRequest:
+    """A one-shot request in ``mode`` with ``tools`` enabled and ``loops`` event rounds."""
+    return DebugRunRequest(
+        user_message=user,
+        chat_agent=AgentParams(model="chat-model"),
+        event_agent=EventAgentParams(enabled_tools=tools, max_event_loops=loops),
+        tool_invocation_mode=mode,
+    )
 
 
 async def collect(stream: AsyncIterator[OutputMessage]) -> list[Output]:

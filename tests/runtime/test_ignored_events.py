@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
-from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import StreamItem
 from agent_lab.testing import ScriptedChatClient, text, text_event
-from tests.runtime.runtime_helpers import Output, audits, collect
+from tests.runtime.runtime_helpers import Output, audits, collect, tools_request
 
 
 def _notes(ran: list[str]) -> ToolRegistry:
@@ -36,15 +35,6 @@ def _notes(ran: list[str]) -> ToolRegistry:
     )
 
 
-def _request(mode: str, tools: list[str], budget: int = 3) -> DebugRunRequest:
-    return DebugRunRequest(
-        user_message="note it",
-        chat_agent=AgentParams(model="m"),
-        event_agent=EventAgentParams(enabled_tools=tools, max_event_loops=budget),
-        tool_invocation_mode=mode,
-    )
-
-
 def _ignored(outputs: list[Output]) -> list[list[str]]:
     responses = audits(outputs, "chat_agent_response")
     return [response["details"].get("ignored_event_names", []) for response in responses]
@@ -55,7 +45,7 @@ async def test_an_event_name_not_on_offer_is_recorded_and_never_runs() -> None:
     ran: list[str] = []
     client = ScriptedChatClient([[*text("Trying "), text_event("evt-1", "nuke.all")]])
     runtime = DebugRuntime(client, registry=_notes(ran))
-    outputs = await collect(runtime.run(_request("dual_agent", ["notes.add"])))
+    outputs = await collect(runtime.run(tools_request("dual_agent", ["notes.add"], loops=3)))
 
     assert ran == []
     assert [m for m in outputs if m["type"] == "event"] == []
@@ -73,7 +63,7 @@ async def test_an_event_written_once_the_budget_is_spent_is_recorded_and_never_r
         ]
     )
     runtime = DebugRuntime(client, registry=_notes(ran))
-    outputs = await collect(runtime.run(_request("dual_agent", ["notes.add"], budget=1)))
+    outputs = await collect(runtime.run(tools_request("dual_agent", ["notes.add"], loops=1)))
 
     assert ran == ["evt-1"], "the second block came after the turn's one event round"
     assert _ignored(outputs) == [[], ["notes.add"]]
@@ -86,7 +76,7 @@ async def test_a_provider_call_when_no_tools_were_offered_is_recorded_and_never_
     call = ToolCallEvent(id="call_1", name="notes.add", raw_arguments='{"note": "x"}')
     client = ScriptedChatClient([[*text("Sure."), StreamItem.provider_tool_call(call)]])
     runtime = DebugRuntime(client, registry=_notes(ran))
-    outputs = await collect(runtime.run(_request("chat_agent_tools", [])))
+    outputs = await collect(runtime.run(tools_request("chat_agent_tools", [])))
 
     assert ran == []
     assert _ignored(outputs) == [["notes.add"]]

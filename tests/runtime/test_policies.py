@@ -8,9 +8,6 @@ from typing import Any
 import pytest
 
 from agent_lab.application.contracts import (
-    AgentParams,
-    DebugRunRequest,
-    EventAgentParams,
     ToolInvocationMode,
 )
 from agent_lab.application.events import ResultPolicy
@@ -20,21 +17,13 @@ from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import StreamItem
 from agent_lab.testing import ScriptedChatClient, text, text_event, tool_call
 from tests.runtime.runtime_helpers import audits, business, collect, deltas
+from tests.runtime.runtime_helpers import tools_request as _request
 
 SCHEDULE = {
     "title": "Design review",
     "start_at": "2026-07-14T09:30:00+08:00",
     "timezone": "Asia/Shanghai",
 }
-
-
-def _request(mode: ToolInvocationMode, tools: list[str], loops: int = 1) -> DebugRunRequest:
-    return DebugRunRequest(
-        user_message="please handle it",
-        chat_agent=AgentParams(model="chat-model"),
-        event_agent=EventAgentParams(enabled_tools=tools, max_event_loops=loops),
-        tool_invocation_mode=mode,
-    )
 
 
 def _item(mode: str, call_id: str, name: str, /, **arguments: Any) -> StreamItem:
