@@ -30,7 +30,6 @@ from agent_lab.interfaces.cli.common import (
 )
 from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, TURN_FLAGS, lab_flags
-from agent_lab.interfaces.cli.masking import endpoint_text
 from agent_lab.interfaces.cli.options import AuditLinesOption
 from agent_lab.interfaces.cli.render import ConversationRenderer
 from agent_lab.interfaces.cli.run import print_turn_cost, resolve_session
@@ -77,7 +76,7 @@ async def _chat(options: LabOptions, session_id: str | None, *, audit: bool) -> 
         session_id, mode = resolve_session(lab, options, session_id)
         renderer = ConversationRenderer(stdout_console(), show_audits=audit)
         reader = LineReader(sys.stdin)
-        notice(renderer.console, endpoint_text(lab))
+        notice(renderer.console, lab.endpoint_description)
         if reader.interactive:
             notice(renderer.console, "one turn per line; /exit or Ctrl-D quits, Ctrl-C cancels")
         loop = ChatLoop(lab, session_id, mode, renderer, reader)

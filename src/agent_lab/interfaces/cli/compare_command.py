@@ -35,7 +35,6 @@ from agent_lab.interfaces.cli.compare_report import (
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
 from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
-from agent_lab.interfaces.cli.masking import endpoint_text
 from agent_lab.interfaces.cli.render import metric_table
 from agent_lab.scenarios import Scenario, bundled_scenarios
 
@@ -121,12 +120,12 @@ async def _compare(
     started = datetime.now()
     async with open_lab(settings) as lab:
         if not as_json:
-            notice(console, endpoint_text(lab))
+            notice(console, lab.endpoint_description)
         if executor == "ray":
             runs = await _run_on_ray(lab, scenario, repeat, console, quiet=as_json)
         else:
             runs = await _run_all(lab, scenario, repeat, console, quiet=as_json)
-        endpoint = endpoint_text(lab)
+        endpoint = lab.endpoint_description
     result = CompareResult(
         scenario=scenario,
         endpoint=endpoint,

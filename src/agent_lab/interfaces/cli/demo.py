@@ -24,7 +24,6 @@ from agent_lab.interfaces.cli.compare import (
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, lab_flags
-from agent_lab.interfaces.cli.masking import endpoint_text
 from agent_lab.interfaces.cli.render import ConversationRenderer, metric_table, tokens_text
 
 DEMO_HELP = """Run the bundled demo conversation in both tool modes, offline, and compare them.
@@ -57,7 +56,7 @@ async def _demo(options: LabOptions) -> int:
     console = stdout_console()
     runs: list[SessionRun] = []
     async with open_lab(settings) as lab:
-        notice(console, endpoint_text(lab))
+        notice(console, lab.endpoint_description)
         for mode in scenario.modes:
             console.rule(f"[bold]{mode}")
             cold = not runs  # the first session makes the first model call

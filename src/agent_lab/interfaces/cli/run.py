@@ -26,7 +26,6 @@ from agent_lab.interfaces.cli.common import (
     stdout_console,
 )
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, TURN_FLAGS, lab_flags
-from agent_lab.interfaces.cli.masking import endpoint_text
 from agent_lab.interfaces.cli.options import AuditOption, JsonOption
 from agent_lab.interfaces.cli.render import ConversationRenderer, JsonLinesWriter
 from agent_lab.interfaces.cli.session_show import turn_cost_note
@@ -143,7 +142,7 @@ async def _run(
             sink = JsonLinesWriter(sys.stdout, audits=audit)
         else:
             sink = ConversationRenderer(stdout_console(), show_audits=audit)
-            notice(sink.console, endpoint_text(lab))
+            notice(sink.console, lab.endpoint_description)
         last = await stream_turn(lab.runtime(), request, sink)
         if isinstance(sink, ConversationRenderer):
             sink.end_line()
