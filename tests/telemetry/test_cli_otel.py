@@ -132,3 +132,47 @@ def test_importing_the_product_loads_no_opentelemetry(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_spans_are_priced_with_the_config_prices_live_and_exported(tmp_path: Path) -> None:
+    config = tmp_path / "lab.toml"
+    config.write_text(
+        '[prices."agent-lab-sim"]\ninput_per_mtok = 1000\noutput_per_mtok = 4000\n',
+        encoding="utf-8",
+    )
+    with otlp_receiver() as received:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": received.url, "OTEL_METRICS_EXPORTER": "none"}
+        ran = agent_lab(
+            tmp_path, "run", "Set the volume to 20", "--config", str(config), "--otel", **env
+        )
+        assert ran.returncode == 0, ran.stderr
+        live = received.take_spans()
+        exported = agent_lab(
+            tmp_path,
+            "sessions",
+            "export",
+            "--config",
+            str(config),
+            _last_session(tmp_path),
+            "--format",
+            "otlp",
+            **env,
+        )
+        assert exported.returncode == 0, exported.stderr
+        again = received.take_spans()
+    for spans in (live, again):
+        chats = [_attributes(s) for s in spans if s["name"] == "chat agent-lab-sim"]
+        assert chats
+        for chat in chats:
+            tokens_in = int(chat["gen_ai.usage.input_tokens"])
+            tokens_out = int(chat["gen_ai.usage.output_tokens"])
+            assert chat["agent_lab.cost.price_source"] == "config"
+            expected = (tokens_in * 1000 + tokens_out * 4000) / 1_000_000
+            assert float(chat["agent_lab.cost.usd"]) == pytest.approx(expected)
+    assert again == live
+
+
+def _last_session(home: Path) -> str:
+    listed = agent_lab(home, "sessions", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    return str(json.loads(listed.stdout)[0]["id"])

@@ -113,7 +113,7 @@ class Lab:
             self._stack.callback(self.store.close)
             self._check_tools()
             if self.settings.otel:  # closed before the store: it still reads from it
-                self.telemetry = await start_telemetry(self._stack, self.store)
+                self.telemetry = await start_telemetry(self._stack, self.store, self.prices)
         except BaseException:
             await self._stack.aclose()
             raise
