@@ -123,3 +123,35 @@ async def test_stopping_the_hub_mid_turn_cancels_it_and_releases_the_session(
                 if message["type"] in ("turn_completed", "error"):
                     break
         assert message == {"type": "turn_completed", "turn_index": 2, "round_count": 1}
+
+
+@pytest.mark.asyncio
+async def test_a_start_the_runtime_refuses_closes_the_sessions_own_client(
+    settings: LabSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_lab.domain.errors import InvalidRequest
+    from agent_lab.interfaces.web import hub as hub_module
+    from agent_lab.interfaces.web.protocol import ConnectionOverride
+
+    made: list[Any] = []
+    original = hub_module.own_client
+
+    def recording_own_client(lab: Lab, connection: ConnectionOverride | None) -> Any:
+        made.append(original(lab, connection))
+        return made[-1]
+
+    monkeypatch.setattr(hub_module, "own_client", recording_own_client)
+    async with Lab(settings) as lab:
+        hub = SessionHub(lab, WebOptions())
+        own = ConnectionOverride(base_url=lab.base_url, api_key="sk-page-key")
+        # a request built with model_copy skips validation; the runtime's own check refuses it
+        request = lab.request("hello", session_id="refused").model_copy(
+            update={"user_message": "half a pair \ud800"}
+        )
+        with pytest.raises(InvalidRequest):
+            await hub.start(request, Outbox(1000), own)
+        assert not hub.live_ids()
+        assert len(made) == 1 and made[0].is_closed
+        again = await hub.start(lab.request("hello", session_id="refused"), Outbox(1000))
+        await hub.aclose()
+    assert again.ending

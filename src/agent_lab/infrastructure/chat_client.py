@@ -192,6 +192,11 @@ class OpenAICompatibleChatClient:
             return False
         return True
 
+    @property
+    def is_closed(self) -> bool:
+        """``aclose()`` was called: the client streams no more."""
+        return self._closed
+
     async def aclose(self) -> None:
         """Closes the connection pool (not an ``http_client`` passed in). Idempotent."""
         if self._closed:

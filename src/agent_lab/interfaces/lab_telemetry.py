@@ -22,6 +22,7 @@ async def start_telemetry(
         ConfigError: the ``otel`` extra is not installed (the message names it).
     """
     from agent_lab.infrastructure import telemetry
+
     telemetry.require_otel()
     # prices are looked up in the export's worker threads, never on the loop
     options = telemetry.default_options(prices)

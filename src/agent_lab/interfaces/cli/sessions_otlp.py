@@ -26,4 +26,3 @@ def export_otlp(session_id: str, settings: LabSettings) -> None:
                 store, str(session["id"]), options=telemetry.default_options(lab_prices(settings))
             )
     stdout_console().print(f"sent {count} spans of session {session['id']} over OTLP")
-

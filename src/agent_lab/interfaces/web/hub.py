@@ -139,7 +139,13 @@ class LiveSession:
         if request.user_message:
             self._pending_users.append(request.user_message)
         self._on_closed = on_closed
-        self._session = await self._stack.enter_async_context(self.runtime.session(request))
+        try:
+            self._session = await self._stack.enter_async_context(self.runtime.session(request))
+        except BaseException:  # it never opened: nothing to finish but the session's client
+            self._finished = True
+            self._closed.set()
+            await self._close_owned_client()
+            raise
         self._task = asyncio.create_task(self._pump(self._session))
 
     def subscribe(self, outbox: Outbox, resume_from: int | None, stream_id: str | None) -> Replay:
@@ -212,13 +218,16 @@ class LiveSession:
             self._idle_timer.cancel()
         try:
             await self._stack.aclose()
-            if self._owned_client is not None:
-                await self._owned_client.aclose()
+            await self._close_owned_client()
         finally:
             self._detach_all()
             self._closed.set()
             if self._on_closed is not None:
                 self._on_closed(self)
+
+    async def _close_owned_client(self) -> None:
+        if self._owned_client is not None:
+            await asyncio.shield(self._owned_client.aclose())
 
     def _detach_all(self) -> None:
         notice = dumps({"type": "detached", "session_id": self.session_id})
