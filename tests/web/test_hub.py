@@ -133,8 +133,9 @@ async def test_a_start_the_runtime_refuses_closes_the_sessions_own_client(
     from agent_lab.interfaces.web import hub as hub_module
     from agent_lab.interfaces.web.protocol import ConnectionOverride
 
+    from agent_lab.interfaces.web.clients import own_client as original
+
     made: list[Any] = []
-    original = hub_module.own_client
 
     def recording_own_client(lab: Lab, connection: ConnectionOverride | None) -> Any:
         made.append(original(lab, connection))
