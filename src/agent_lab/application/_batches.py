@@ -38,7 +38,7 @@ from agent_lab.application.events import (
 from agent_lab.application.session_store import BatchIntent, CallStatus
 from agent_lab.application.tools import ToolExecutionContext
 from agent_lab.domain.events import ToolCallEvent
-from agent_lab.domain.messages import ChatMessage
+from agent_lab.domain.messages import ChatMessage, TokenUsage
 
 
 @dataclass
@@ -153,6 +153,10 @@ async def run_dual_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
     visible = [assistant] if assistant.content.strip() else []
     batch_id = await _begin(ctx, streamed, assistant=None, visible=visible)
     seen = event_history(session.prefix.event_view, session.history.event_view)
+
+    async def show_usage(usage: TokenUsage) -> None:  # an argument call is a model call too
+        await ctx.output.put(_outputs.usage(usage))
+
     request = EventAgentRequest(
         events=list(streamed.events),
         history=seen.messages,
@@ -165,6 +169,7 @@ async def run_dual_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
         turn_index=turn.index,
         round_index=turn.round_index,
         audit=ctx.auditor.emit,
+        on_usage=show_usage,
     )
     ctx.event_agent.ensure_running()
     await ctx.event_agent.requests.put(request)

@@ -51,7 +51,7 @@ from agent_lab.application.ports import ChatClient, Clock
 from agent_lab.application.tools import ToolExecutionContext, ToolRegistry
 from agent_lab.domain.errors import AgentLabError
 from agent_lab.domain.events import ToolCallEvent
-from agent_lab.domain.messages import ChatMessage
+from agent_lab.domain.messages import ChatMessage, TokenUsage
 
 __all__ = [
     "ArgumentCall",
@@ -67,6 +67,7 @@ __all__ = [
 ]
 
 AuditFn = Callable[[str, dict[str, Any]], Awaitable[float]]
+UsageFn = Callable[[TokenUsage], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ class EventAgentRequest:
     audit: AuditFn | None = None
     history_dumps: list[dict[str, Any]] | None = None
     """``history``'s message dumps, when the caller keeps them (else made per request)."""
+    on_usage: UsageFn | None = None
+    """Told an argument call's token usage the moment the provider reports it."""
 
 
 @dataclass(frozen=True)
@@ -270,6 +273,8 @@ class EventAgent:
                     call.add_chunk(item.raw_chunk, item.raw_json)
                 elif item.kind == "usage":
                     call.usage = item.usage
+                    if item.usage is not None and request.on_usage is not None:
+                        await request.on_usage(item.usage)
                 elif item.kind == "provider_tool_call" and item.event is not None:
                     arguments = dict(item.event.arguments)
         except AgentLabError as exc:
