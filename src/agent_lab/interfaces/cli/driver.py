@@ -11,13 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.protocol import ErrorMessage, OutputMessage
 from agent_lab.application.runtime import DebugRuntime, RuntimeSession
 from agent_lab.domain.errors import UsageError
+from agent_lab.interfaces.cli.render import TurnTokens
 
 _STOPPED: ErrorMessage = {"type": "error", "message": "the runtime stopped unexpectedly"}
 
@@ -37,9 +38,12 @@ class TurnEnd:
     """The ``error`` output of a failed or cancelled turn."""
     session_over: bool = False
     """No further turn can be submitted (terminated, or the session failed to open)."""
+    tokens: TurnTokens = field(default_factory=TurnTokens)
+    """Every model call's tokens (chat and argument calls), as the stored turn has them."""
 
     def describe(self) -> str:
-        """A short line such as ``✓ turn 2 · 1 round · first text after 310 ms``."""
+        """A short line such as ``✓ turn 2 · 1 round · first text after 310 ms · 590 tok
+        (0 cached)``."""
         if self.status in ("failed", "cancelled"):
             message = (self.error["message"] if self.error else "") or self.status
             return f"  ✗ turn {self.turn_index} {self.status}: {message}"
@@ -49,7 +53,7 @@ class TurnEnd:
         if self.visible_ttft_ms is not None:
             ttft = f" · first text after {self.visible_ttft_ms} ms"
         ended = " · session ended" if self.status == "terminated" else ""
-        return f"  ✓ turn {self.turn_index}{rounds}{ttft}{ended}"
+        return f"  ✓ turn {self.turn_index}{rounds}{ttft} · {self.tokens.describe()}{ended}"
 
 
 @dataclass(frozen=True)
@@ -190,11 +194,14 @@ class _TurnWatch:
         self.turn_index: int | None = None
         self.status: TurnStatus = "completed"
         self.ttft_ms: int | None = None
+        self.tokens = TurnTokens()
 
     def update(self, message: OutputMessage, *, started: bool) -> TurnEnd | None:
         if message["type"] == "message_delta":
             if self.ttft_ms is None and message["content"]:
                 self.ttft_ms = round((time.perf_counter() - self.submitted_at) * 1000)
+        elif message["type"] == "usage":
+            self.tokens.add(message)
         elif message["type"] == "turn_started":
             self.turn_index = message["turn_index"]
         elif message["type"] == "audit":
@@ -208,11 +215,14 @@ class _TurnWatch:
                 round_count=message["round_count"],
                 visible_ttft_ms=self.ttft_ms,
                 session_over=self.status == "terminated",
+                tokens=self.tokens,
             )
         elif message["type"] == "error":
             cancelled = message.get("failure_reason") == "cancelled"
             status: TurnStatus = "cancelled" if cancelled else "failed"
-            return TurnEnd(self.turn_index, status, error=message, session_over=not started)
+            return TurnEnd(
+                self.turn_index, status, error=message, session_over=not started, tokens=self.tokens
+            )
         elif message["type"] == "done":
-            return TurnEnd(self.turn_index, self.status, session_over=True)
+            return TurnEnd(self.turn_index, self.status, session_over=True, tokens=self.tokens)
         return None

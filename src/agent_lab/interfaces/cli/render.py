@@ -25,11 +25,13 @@ from agent_lab.application.protocol import (
     OutputMessage,
     RoundStatsMessage,
     ToolResultMessage,
+    UsageMessage,
 )
 
 __all__ = [
     "ConversationRenderer",
     "JsonLinesWriter",
+    "TurnTokens",
     "audit_timeline_table",
     "metric_table",
     "round_chip",
@@ -50,17 +52,41 @@ def short(text: str, limit: int = _RESULT_PREVIEW) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+@dataclass
+class TurnTokens:
+    """A turn's tokens summed from its ``usage`` outputs: every model call of the turn,
+    the chat rounds and the event agent's argument calls alike, as its stored record
+    (``sessions show``, exports) counts them."""
+
+    total: int = 0
+    cached: int = 0
+    reported: bool = False
+    """A ``usage`` output arrived (else the figure reads "not reported", not zero)."""
+
+    def add(self, message: UsageMessage) -> None:
+        self.total += message["usage"]["total_tokens"]
+        self.cached += message["usage"]["cached_tokens"]
+        self.reported = True
+
+    def describe(self) -> str:
+        """``590 tok (0 cached)``, or ``tokens not reported``."""
+        if not self.reported:
+            return "tokens not reported"
+        return f"{self.total} tok ({self.cached} cached)"
+
+
 def round_chip(message: RoundStatsMessage, *, usage_reported: bool = True) -> Text:
-    """The one-line stats chip of a ``round_stats`` message.
+    """The one-line stats chip of a ``round_stats`` message: its tokens are the round's
+    chat call's (an argument call's count in the turn's total, ``TurnTokens``).
 
     ``usage_reported=False`` (no ``usage`` message in the round) shows the tokens as not
     reported rather than as zero.
     """
     ttft = message["ttft_ms"]
     tokens = (
-        f"{message['total_tokens']} tok ({message['cached_tokens']} cached)"
+        f"{message['total_tokens']} chat tok ({message['cached_tokens']} cached)"
         if usage_reported
-        else "tokens not reported"
+        else "chat tokens not reported"
     )
     parts = [
         f"round {message['round_index']}",
@@ -89,6 +115,8 @@ class ConversationRenderer:
     """Print the round-stats chip after every round."""
     session_id: str | None = field(default=None, init=False)
     """The session of the conversation, once ``session_started`` named it."""
+    turn_tokens: TurnTokens = field(default_factory=TurnTokens, init=False)
+    """The tokens of the turn in progress (or of the last one), every model call's."""
     _line_open: bool = field(default=False, init=False)
     _usage_seen: bool = field(default=False, init=False)
 
@@ -98,6 +126,7 @@ class ConversationRenderer:
             self._delta(message["content"])
         elif message["type"] == "usage":
             self._usage_seen = True
+            self.turn_tokens.add(message)
         elif message["type"] == "event":
             self.end_line()
             self._event(message)
@@ -115,7 +144,10 @@ class ConversationRenderer:
         elif message["type"] == "audit":
             self.end_line()
             self._audit(message)
-        elif message["type"] in ("turn_started", "turn_completed", "done"):
+        elif message["type"] == "turn_started":
+            self.end_line()
+            self.turn_tokens = TurnTokens()
+        elif message["type"] in ("turn_completed", "done"):
             self.end_line()
 
     def user(self, text: str) -> None:

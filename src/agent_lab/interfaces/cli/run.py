@@ -146,6 +146,8 @@ async def _run(
         last = await stream_turn(lab.runtime(), request, sink)
         if isinstance(sink, ConversationRenderer):
             sink.end_line()
+            if last["type"] == "done" or sink.turn_tokens.reported:
+                sink.note(f"  turn · {sink.turn_tokens.describe()}")
             await print_turn_cost(lab, sink, sink.session_id)
     return EXIT_OK if last["type"] == "done" else report_failure(last)
 
