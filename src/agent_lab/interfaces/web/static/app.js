@@ -321,6 +321,10 @@ function handleMessage(message) {
       state.liveFigures.tool();
       showLiveFigures();
       break;
+    case "usage":
+      state.liveFigures.usage(message.usage);
+      showLiveFigures();
+      break;
     case "round_stats":
       conversation.stats(message);
       state.liveFigures.round(message);

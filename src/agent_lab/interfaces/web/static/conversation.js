@@ -385,7 +385,7 @@ function statsChips(stats) {
     chip("round", String(stats.round_index ?? "?"), "chat round"),
     chip("TTFT", ms(stats.ttft_ms), "visible time to first token"),
     chip("elapsed", ms(stats.elapsed_ms), "round wall time"),
-    chip("tokens", num(stats.total_tokens), `prompt ${num(stats.prompt_tokens)} · completion ${num(stats.completion_tokens)}`),
+    chip("chat tokens", num(stats.total_tokens), `the round's chat call: prompt ${num(stats.prompt_tokens)} · completion ${num(stats.completion_tokens)} (argument calls count in the turn's total)`),
     chip("cached", num(stats.cached_tokens), "cached prompt tokens"),
     stats.had_event ? h("span", { class: "chip chip-event", title: "this round ran tools" }, "tools") : null);
 }

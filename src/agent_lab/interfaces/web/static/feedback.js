@@ -113,21 +113,26 @@ export class QueuedMessages {
   }
 }
 
-// Figures of the turn in progress, from its round_stats and tool results.
+// Figures of the turn in progress: tokens from its usage outputs (every model call, the
+// chat rounds' and the event agent's argument calls', as the stored turn counts them),
+// TTFT from its round_stats, and its tool results.
 export class LiveFigures {
   constructor() { this.reset(null); }
 
   reset(turn) {
     this.turn = turn;
     this.tokens = 0;
+    this.usageSeen = false;
     this.tools = 0;
-    this.rounds = 0;
     this.ttft = null;
   }
 
+  usage(counts) {
+    this.usageSeen = true;
+    this.tokens += counts?.total_tokens || 0;
+  }
+
   round(stats) {
-    this.rounds += 1;
-    this.tokens += stats.total_tokens || 0;
     if (this.ttft === null && typeof stats.ttft_ms === "number") this.ttft = stats.ttft_ms;
   }
 
@@ -136,7 +141,7 @@ export class LiveFigures {
   chips() {
     const parts = [h("span", { class: "live-turn" }, `turn ${this.turn ?? "?"} running…`)];
     if (this.ttft !== null) parts.push(h("span", {}, `TTFT ${ms(this.ttft)}`));
-    if (this.rounds) parts.push(h("span", {}, `${num(this.tokens)} tokens so far`));
+    if (this.usageSeen) parts.push(h("span", {}, `${num(this.tokens)} tokens so far`));
     if (this.tools) parts.push(h("span", {}, `${num(this.tools)} tool${this.tools === 1 ? "" : "s"} so far`));
     return parts;
   }
