@@ -11,7 +11,11 @@ from typing import Any
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
 from tests.cli.cli_helpers import Invoke
 
-SCHEDULE = {"title": "Design review", "start_at": "2031-05-06T10:00:00", "timezone": "Europe/Berlin"}
+SCHEDULE = {
+    "title": "Design review",
+    "start_at": "2031-05-06T10:00:00",
+    "timezone": "Europe/Berlin",
+}
 
 
 def delta(content: str) -> dict[str, Any]:
@@ -60,7 +64,14 @@ def stored_turn_tokens(cli_process: Invoke, stdout: str) -> str:
 def run_turn(cli_process: Invoke, mode: str, *answers: ScriptedResponse) -> tuple[str, int]:
     with SSETranscriptServer(*answers) as server:
         run = cli_process(
-            "run", "Book a design review", "--mode", mode, "--base-url", server.base_url, "--model", "m-1"
+            "run",
+            "Book a design review",
+            "--mode",
+            mode,
+            "--base-url",
+            server.base_url,
+            "--model",
+            "m-1",
         )
         calls = server.request_count
     assert run.exit_code == 0, run.stderr

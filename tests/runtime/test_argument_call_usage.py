@@ -99,7 +99,7 @@ async def run_turn(
     with SSETranscriptServer(*answers(mode)) as server:
         async with OpenAICompatibleChatClient(server.base_url, api_key="k") as client:
             runtime = DebugRuntime(client, registry=orders_registry(resolver), session_store=store)
-            outputs = [message async for message in runtime.run(request)]
+            outputs: list[dict[str, Any]] = [dict(m) async for m in runtime.run(request)]
     session_id = next(m["session_id"] for m in outputs if m["type"] == "session_started")
     summary = store.usage_summary(session_id)
     store.close()

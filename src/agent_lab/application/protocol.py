@@ -138,6 +138,9 @@ class MessageDeltaMessage(TypedDict):
 
 
 class UsageMessage(TypedDict):
+    """One model call's token usage: a chat call's, or an argument call's (the event
+    agent's); a turn's ``usage`` messages add up to its stored tokens."""
+
     type: Literal["usage"]
     usage: TokenUsageDump
 
