@@ -117,3 +117,19 @@ def test_chat_turn_line_counts_the_argument_call_as_sessions_show_does(
     [turn_line] = [line for line in chat.stdout.splitlines() if "✓ turn 1" in line]
     assert turn_line.endswith("· 165 tok (0 cached)")
     assert stored_turn_tokens(cli_process, chat.stdout) == "165 (0)"
+
+
+def test_a_chat_call_without_usage_reads_not_reported_though_its_argument_call_reported(
+    cli_process: Invoke,
+) -> None:
+    chat = ScriptedResponse.sse(
+        delta("Booking it. "), delta("<event>calendar.schedule.create</event>")
+    )
+    arguments = ScriptedResponse.sse(tool_call("arg-1", SCHEDULE), usage(50, 5))
+    stdout, calls = run_turn(cli_process, "dual_agent", chat, arguments)
+
+    assert calls == 2
+    assert "chat tokens not reported" in stdout
+    assert "  turn · 55 tok (0 cached)" in stdout
+    # the stored turn says the same tokens, and that one call reported none
+    assert stored_turn_tokens(cli_process, stdout) == "55 (0), 1 call(s) not reported"

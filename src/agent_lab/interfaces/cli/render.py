@@ -119,13 +119,16 @@ class ConversationRenderer:
     """The tokens of the turn in progress (or of the last one), every model call's."""
     _line_open: bool = field(default=False, init=False)
     _usage_seen: bool = field(default=False, init=False)
+    """The round's chat call reported usage (the chip's tokens are its)."""
+    _chat_call_open: bool = field(default=True, init=False)
+    """Until the round's ``chat_agent_response`` audit: a ``usage`` is the chat call's."""
 
     def render(self, message: OutputMessage) -> None:
         """Print one output message."""
         if message["type"] == "message_delta":
             self._delta(message["content"])
         elif message["type"] == "usage":
-            self._usage_seen = True
+            self._usage_seen = self._usage_seen or self._chat_call_open
             self.turn_tokens.add(message)
         elif message["type"] == "event":
             self.end_line()
@@ -192,6 +195,8 @@ class ConversationRenderer:
         self._usage_seen = False
 
     def _audit(self, message: AuditMessage) -> None:
+        if message["event"] in ("chat_round_started", "chat_agent_response"):
+            self._chat_call_open = message["event"] == "chat_round_started"
         if not self.show_audits:
             return
         elapsed = message["details"]["turn_elapsed_ms"]
