@@ -31,7 +31,7 @@ from agent_lab.application._metrics import (
 )
 from agent_lab.application._modes import ToolMode, mode_for
 from agent_lab.application._policies import Finish, NextStep, PolicyDecision, RunAgain, Terminate
-from agent_lab.application._recovery import NO_RECOVERY
+from agent_lab.application._recovery import NO_RECOVERY, KeptNote
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._transcript import chat_request_messages
 from agent_lab.application.contracts import MAX_EVENT_LOOPS
@@ -155,17 +155,24 @@ class TurnEngine:
             await self.deps.queues.output.put(_outputs.turn_started(turn.index))
         # Once turn_started is out, the turn must be on record even if it is cancelled
         # right away: the write finishes, and the cancellation then closes the turn.
-        await session.recorder.start_turn(turn.index, user)
+        recovery = session.recovery
+        note = self.mode.recovery_note(recovery) if recovery else None
+        kept = KeptNote(note, recovery.batch_ids) if self.mode.keeps_recovery_note else None
+        await session.recorder.start_turn(turn.index, user, kept if recovery else None)
         session.history.append(user)
-        self._deliver_recovery(turn)
+        self._deliver_recovery(turn, note, reported=kept is not None)
 
-    def _deliver_recovery(self, turn: TurnState) -> None:
-        """Interrupted batches' effects follow the user message, once (DESIGN.md §9.4)."""
+    def _deliver_recovery(
+        self, turn: TurnState, note: ChatMessage | None, *, reported: bool
+    ) -> None:
+        """Interrupted batches' effects follow the user message, once (DESIGN.md §9.4);
+        the batches of a note stored with the turn are ``reported`` already."""
         session = self.session
         recovery, session.recovery = session.recovery, NO_RECOVERY
-        if recovery:
-            session.history.append(self.mode.recovery_note(recovery))
-        turn.recovered = (*session.unacknowledged, *recovery.batch_ids)
+        if note is not None:
+            session.history.append(note)
+        pending = () if reported else recovery.batch_ids
+        turn.recovered = (*session.unacknowledged, *pending)
         session.unacknowledged = ()
 
     async def _abandon_open_batch(self, turn: TurnState) -> None:
