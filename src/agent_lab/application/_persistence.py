@@ -28,6 +28,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from agent_lab.application._audit_details import kept_failure_message
+from agent_lab.application._interrupted import close_interrupted_turns
 from agent_lab.application._recording import FinishedTurn
 from agent_lab.application._recovery import Recovery, recovery_from_batches
 from agent_lab.application._store_access import (
@@ -173,7 +174,8 @@ class SessionRecorder:
         return small
 
     async def open(self, request: DebugRunRequest, title: str) -> StoredSession:
-        """Create the session if new, claim it (one writer), and read it back.
+        """Create the session if new, claim it (one writer), read it back, and close
+        the turns a stopped runtime left running (``_interrupted``).
 
         All in one trip to the worker thread: a session's setup costs one hand-off,
         not four; and in one transaction when the claim does not wait for another
@@ -199,7 +201,9 @@ class SessionRecorder:
             if empty:
                 return StoredSession(session_id, [], 1), token
             records = store.list_messages(session_id)
-            recovery = recovery_from_batches(store.list_unreported_batches(session_id))
+            batches = store.list_unreported_batches(session_id)
+            recovery = recovery_from_batches(batches)
+            close_interrupted_turns(store, session_id, batches)  # the claim is ours now
             turn = store.next_turn_index(session_id)
             return StoredSession(session_id, records, turn, recovery), token
 
