@@ -118,13 +118,16 @@ def test_the_next_turn_still_reports_the_closed_turns_committed_batch(
     kill_mid_turn(db, mode, "killed", "after_batch")
     asyncio.run(restore(db, mode, "killed", None))  # closes turn 1, runs no turn
 
-    asyncio.run(restore(db, mode, "killed", "did it go through?"))
+    outputs = asyncio.run(restore(db, mode, "killed", "did it go through?"))
 
+    started = next(o for o in outputs if o.get("event") == "session_started")
+    recovered = started["details"]["recovered_calls"]  # what this runtime tells the model
+    assert {(c["event_name"], c["status"], c["turn_index"]) for c in recovered} == {
+        ("fast.op", "succeeded", 1),
+        ("pay.send", "succeeded", 1),
+    }
     with SQLiteSessionStore(db) as store:
-        records = export_session(store, "killed").records
-        assert store.list_unreported_batches("killed") == []
-    recovered = {(c.event_name, c.status, c.turn_index) for c in records[1].recovered_calls}
-    assert recovered == {("fast.op", "succeeded", 1), ("pay.send", "succeeded", 1)}
+        assert store.list_unreported_batches("killed") == []  # the turn reported them
 
 
 async def _completed_then_cancelled(db: Path, mode: str) -> None:
