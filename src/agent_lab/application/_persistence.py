@@ -257,16 +257,26 @@ class SessionRecorder:
     def lost_to(self) -> PersistenceFailed | None:
         return self._lost_to
 
-    async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
-        """The turn and its user message, in one transaction (finished if cancelled)."""
+    async def start_turn(
+        self,
+        turn_index: int,
+        user_message: ChatMessage,
+        note: ChatMessage | None = None,
+        reported: tuple[str, ...] = (),
+    ) -> None:
+        """The turn, its user message and ``note`` (the batches ``reported`` marked as
+        told), in one transaction (finished if cancelled)."""
+        messages = [user_message] if note is None else [user_message, note]
+
+        def write() -> None:
+            self.store.start_turn(
+                self.session_id, turn_index, user_message.content, messages=messages
+            )
+            if reported:
+                self.store.mark_reported(list(reported), turn_index)
+
         await self._call(
-            self.store.start_turn,
-            self.session_id,
-            turn_index,
-            user_message.content,
-            messages=[user_message],
-            chars=2 * len(user_message.content),
-            shielded=True,
+            write, chars=2 * len(user_message.content) + chars_of(messages[1:]), shielded=True
         )
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:

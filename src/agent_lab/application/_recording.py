@@ -30,10 +30,18 @@ class Recorder(Protocol):
 
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None: ...
 
-    async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
+    async def start_turn(
+        self,
+        turn_index: int,
+        user_message: ChatMessage,
+        note: ChatMessage | None = None,
+        reported: tuple[str, ...] = (),
+    ) -> None:
         """Finishes its write even when the caller is cancelled meanwhile (as do
         ``abandon_batch`` and ``close``): once ``turn_started`` is out, the turn is on
-        record."""
+        record. ``note``, a recovery note kept in the transcript, is written with the
+        user's message, and the batches it reports (``reported``) are marked told in
+        the same write."""
         ...
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None: ...
@@ -100,7 +108,13 @@ class NullRecorder:
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
         return None
 
-    async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
+    async def start_turn(
+        self,
+        turn_index: int,
+        user_message: ChatMessage,
+        note: ChatMessage | None = None,
+        reported: tuple[str, ...] = (),
+    ) -> None:
         return None
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
@@ -179,6 +193,15 @@ class MemoryRecorder(NullRecorder):
 
     async def abandon_batch(self, batch_id: str) -> None:
         self._ledger.abandon(batch_id)
+
+    async def start_turn(
+        self,
+        turn_index: int,
+        user_message: ChatMessage,
+        note: ChatMessage | None = None,
+        reported: tuple[str, ...] = (),
+    ) -> None:
+        self._ledger.reported(reported)
 
     async def unreported(self) -> Recovery:
         return self._ledger.unreported()
