@@ -31,12 +31,23 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agent_lab.application._metrics import tool_metric_key
+from agent_lab.application._recovery import Recovery, recovery_from_batches
 from agent_lab.application.session_store import (
     INTERRUPTED_MESSAGE,
     INTERRUPTED_REASON,
     CallMetric,
     SessionStore,
 )
+
+
+def recover_interrupted(store: SessionStore, session_id: str) -> Recovery:
+    """The effects of interrupted batches the model was not told about, read once the
+    session is claimed; the turns a stopped runtime left running are closed meanwhile
+    (``close_interrupted_turns``)."""
+    batches = store.list_unreported_batches(session_id)
+    recovery = recovery_from_batches(batches)
+    close_interrupted_turns(store, session_id, batches)
+    return recovery
 
 
 def close_interrupted_turns(

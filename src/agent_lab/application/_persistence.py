@@ -23,14 +23,13 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
-from agent_lab.application._audit_details import kept_failure_message
-from agent_lab.application._interrupted import close_interrupted_turns
+from agent_lab.application._interrupted import recover_interrupted
 from agent_lab.application._recording import FinishedTurn
-from agent_lab.application._recovery import Recovery, recovery_from_batches
+from agent_lab.application._recovery import KeptNote, Recovery, recovery_from_batches
 from agent_lab.application._store_access import (
     NOW_CHARS,
     NOW_RAW_BYTES,
@@ -105,6 +104,10 @@ class SessionRecorder:
         self._lost_to: PersistenceFailed | None = None
         self._serving: asyncio.Task[Any] | None = None
         """The task to cancel when the claim is lost (``stop_on_loss``)."""
+        self._started: set[int] = set()
+        """Turns on record and not closed yet."""
+        self._unclosed: tuple[FinishedTurn, ...] = ()
+        """Turns whose close the store refused: closed before the next turn starts."""
 
     async def _call(
         self,
@@ -174,8 +177,7 @@ class SessionRecorder:
         return small
 
     async def open(self, request: DebugRunRequest, title: str) -> StoredSession:
-        """Create the session if new, claim it (one writer), read it back, and close
-        the turns a stopped runtime left running (``_interrupted``).
+        """Create the session if new, claim it (one writer), and read it back.
 
         All in one trip to the worker thread: a session's setup costs one hand-off,
         not four; and in one transaction when the claim does not wait for another
@@ -201,9 +203,7 @@ class SessionRecorder:
             if empty:
                 return StoredSession(session_id, [], 1), token
             records = store.list_messages(session_id)
-            batches = store.list_unreported_batches(session_id)
-            recovery = recovery_from_batches(batches)
-            close_interrupted_turns(store, session_id, batches)  # the claim is ours now
+            recovery = recover_interrupted(store, session_id)  # the claim is ours now
             turn = store.next_turn_index(session_id)
             return StoredSession(session_id, records, turn, recovery), token
 
@@ -257,27 +257,25 @@ class SessionRecorder:
     def lost_to(self) -> PersistenceFailed | None:
         return self._lost_to
 
-    async def start_turn(
-        self,
-        turn_index: int,
-        user_message: ChatMessage,
-        note: ChatMessage | None = None,
-        reported: tuple[str, ...] = (),
-    ) -> None:
-        """The turn, its user message and ``note`` (the batches ``reported`` marked as
-        told), in one transaction (finished if cancelled)."""
-        messages = [user_message] if note is None else [user_message, note]
+    async def start_turn(self, index: int, user: ChatMessage, kept: KeptNote | None = None) -> None:
+        """The turn, its user message and a ``kept`` recovery note (its batches marked
+        told), after any close the store refused before, in one transaction (finished
+        if cancelled)."""
+        note = kept.message if kept is not None else None
+        messages = [user] if note is None else [user, note]
+        unclosed = self._unclosed
 
         def write() -> None:
-            self.store.start_turn(
-                self.session_id, turn_index, user_message.content, messages=messages
-            )
-            if reported:
-                self.store.mark_reported(list(reported), turn_index)
+            for turn in unclosed:
+                turn.write(self.store, self.session_id)
+            self.store.start_turn(self.session_id, index, user.content, messages=messages)
+            if kept is not None and kept.batch_ids:
+                self.store.mark_reported(list(kept.batch_ids), index)
 
-        await self._call(
-            write, chars=2 * len(user_message.content) + chars_of(messages[1:]), shielded=True
-        )
+        chars = 2 * len(user.content) + chars_of(messages[1:])
+        await self._call(write, chars=chars, shielded=True)
+        self._unclosed = self._unclosed[len(unclosed) :]
+        self._started.add(index)
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
         if messages:
@@ -326,25 +324,30 @@ class SessionRecorder:
 
     async def finish_turn(self, turn: FinishedTurn) -> None:
         """Write the turn's metrics and close it, in one trip to the store; a failed or
-        cancelled turn keeps its ``failure`` (reason and message) with it."""
-        failure = turn.failure
+        cancelled turn keeps its ``failure`` (reason and message) with it. A close the
+        store refuses (the disk is full) is kept and written before the next turn
+        starts, or when the session closes, so its row never stays ``running``."""
+        if turn.index not in self._started:
+            return  # its start was refused: nothing of it is on record
+        self._started.discard(turn.index)
+        self._unclosed = (*self._unclosed, turn)
+        try:
+            await self._close_unclosed()
+        except PersistenceFailed as exc:  # the turn now ends with this error: keep it so
+            if turn.failure is None:
+                failed = replace(turn, status="failed", failure=exc)
+                self._unclosed = tuple(failed if t is turn else t for t in self._unclosed)
+            raise
+
+    async def _close_unclosed(self) -> None:
+        unclosed = self._unclosed
 
         def write() -> None:
-            if turn.recovered:
-                self.store.mark_reported(list(turn.recovered), turn.index)
-            if turn.metrics:
-                self.store.append_usages(self.session_id, turn.metrics)
-            self.store.complete_turn(
-                self.session_id,
-                turn.index,
-                status=turn.status,
-                wall_time_ms=turn.wall_time_ms,
-                round_count=turn.round_count,
-                failure_reason=failure.failure_reason if failure is not None else None,
-                failure_message=kept_failure_message(failure) if failure is not None else None,
-            )
+            for turn in unclosed:
+                turn.write(self.store, self.session_id)
 
         await self._call(write)
+        self._unclosed = self._unclosed[len(unclosed) :]
 
     async def flush(self) -> None:
         """Write buffered audits now (best effort: audits never fail a turn)."""
@@ -354,7 +357,11 @@ class SessionRecorder:
 
     async def close(self) -> None:
         """Flush audits and give up the writer claim in one write, which finishes even
-        if the caller is cancelled meanwhile (on the loop it has nothing to wait for)."""
+        if the caller is cancelled meanwhile (on the loop it has nothing to wait for).
+        A turn whose close was refused is tried once more first (best effort)."""
+        if self._unclosed:
+            with contextlib.suppress(StoreError):
+                await finish_even_if_cancelled(self._close_unclosed())
         if self._renewal is not None:
             self._renewal.cancel()
             self._renewal = None
