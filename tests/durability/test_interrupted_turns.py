@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from agent_lab.application.export import export_session
+from agent_lab.application.protocol import OutputMessage
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.session_store import INTERRUPTED_MESSAGE, INTERRUPTED_REASON
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
@@ -188,3 +189,34 @@ def test_the_turn_of_a_live_runtime_is_never_closed(tmp_path: Path) -> None:
 
     with SQLiteSessionStore(db) as store:
         assert _closed_as(store.list_turns("live")[0]) == INTERRUPTED
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_killed_turns_tools_read_as_the_ledger_recorded_them_live_and_reopened(
+    tmp_path: Path, mode: str
+) -> None:
+    from agent_lab.application.record import session_records
+    from agent_lab.interfaces.web.record_frames import RecordFeed
+
+    db = tmp_path / "sessions.sqlite3"
+    kill_mid_turn(db, mode, "killed", "mid_batch")
+    with SQLiteSessionStore(db) as store:  # what the web lab holds when it resumes
+        stored = session_records(
+            store.list_audit_logs("killed"), session_id="killed", turns=store.list_turns("killed")
+        )
+    feed = RecordFeed(None, [record for record in stored if record.status == "running"])
+
+    outputs = asyncio.run(restore(db, mode, "killed", "did it go through?"))
+
+    live: dict[int, dict[str, Any]] = {}
+    for output in outputs:
+        for frame in feed.after(cast(OutputMessage, output)):
+            live[frame["turn_index"]] = frame["record"]
+    with SQLiteSessionStore(db) as store:
+        reopened = export_session(store, "killed").records[0].model_dump(mode="json")
+    tools = {
+        t["event_name"]: (t["status"], t["failure_reason"]) for t in reopened["tool_executions"]
+    }
+    # fast.op ran (its result is in the ledger); pay.send may have: never "cancelled"
+    assert tools == {"fast.op": ("succeeded", None), "pay.send": ("failed", "outcome_unknown")}
+    assert live[1]["tool_executions"] == reopened["tool_executions"]
