@@ -21,6 +21,8 @@ from agent_lab.domain.json_values import JsonTextList
 from agent_lab.domain.messages import TokenUsage
 
 ColdReason = Literal["client_warm_up", "first_call_of_client"]
+ModelCallStatus = Literal["success", "failed", "cancelled"]
+"""A model call's persisted status, in the words of a tool execution's (``EventStatus``)."""
 
 
 @dataclass
@@ -43,6 +45,9 @@ class ModelCall:
     cold_reasons: tuple[ColdReason, ...] = ()
     """Why the call is cold, if it is: it waited for client warm-up, or it was the
     first call this process made through its client (connection setup)."""
+    failed: bool = False
+    """The call broke off: its stream ended in an error (its figures are what was
+    measured until then)."""
     _texts: bytearray = field(default_factory=bytearray, repr=False)
     """The chunks' JSON texts, end to end."""
     _marks: bytearray = field(default_factory=bytearray, repr=False)
@@ -194,8 +199,15 @@ def tool_metric_key(turn_index: int, round_index: int, event_id: str) -> str:
 
 
 def chat_metric(
-    call: ModelCall, *, turn_index: int, round_index: int, mode: ToolInvocationMode
+    call: ModelCall,
+    *,
+    turn_index: int,
+    round_index: int,
+    mode: ToolInvocationMode,
+    status: ModelCallStatus | None = None,
 ) -> CallMetric:
+    """A chat call's metric; ``status`` defaults to what the call says of itself
+    (``cancelled`` is the engine's to say: the call cannot tell)."""
     return _model_metric(
         call,
         metric_key=chat_metric_key(turn_index, round_index),
@@ -204,6 +216,7 @@ def chat_metric(
         turn_index=turn_index,
         round_index=round_index,
         mode=mode,
+        status=status,
     )
 
 
@@ -243,7 +256,10 @@ def _model_metric(
     mode: ToolInvocationMode,
     event_id: str | None = None,
     event_name: str | None = None,
+    status: ModelCallStatus | None = None,
 ) -> CallMetric:
+    """What was measured of the call, finished or not: tokens only as reported
+    (``usage_reported=False`` with zeros otherwise), never estimated."""
     usage = call.usage or NO_USAGE
     return CallMetric(
         metric_key=metric_key,
@@ -262,6 +278,7 @@ def _model_metric(
         usage_reported=call.usage is not None,
         ttft_ms=call.ttft_ms,
         latency_ms=call.latency_ms,
+        status=status or ("failed" if call.failed else "success"),
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, Self, cast
 from uuid import uuid4
@@ -267,8 +267,11 @@ class OpenAICompatibleChatClient:
             mask=self._mask,
         )
         idle, total_deadline = self._idle, started + self._total
-        with map_provider_errors(
-            self._endpoint, mask=self._mask, elapsed=lambda: loop.time() - started
+        with (
+            _total_time(timing, loop, sent),
+            map_provider_errors(
+                self._endpoint, mask=self._mask, elapsed=lambda: loop.time() - started
+            ),
         ):
             async with AsyncExitStack() as stack:
                 deadline = min(started + idle, total_deadline)
@@ -300,7 +303,6 @@ class OpenAICompatibleChatClient:
                         timing.first_chunk_ms = _ms(loop.time() - sent)
                     for item in items:
                         yield item
-        timing.total_ms = _ms(loop.time() - sent)
         for item in stream.finish():
             yield item
 
@@ -381,6 +383,16 @@ def _new_call_id() -> str:
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
+
+
+@contextlib.contextmanager
+def _total_time(timing: CallTiming, loop: asyncio.AbstractEventLoop, sent: float) -> Iterator[None]:
+    """Sets ``timing.total_ms`` when the stream ends, and also when it fails or is
+    closed early: a call that broke off reports how long it ran."""
+    try:
+        yield
+    finally:
+        timing.total_ms = _ms(loop.time() - sent)
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:
