@@ -62,7 +62,9 @@ class ModelCall:
 
     def observe(self, stream: object, *, first_of_client: bool) -> None:
         """Take the client's timing of ``stream`` once it ended; provider TTFT comes from
-        it when the client measured it, so it never includes client warm-up."""
+        it when the client measured it, so it never includes client warm-up. The usage
+        the stream reports (``stream.usage``) is taken when no ``usage`` item came: the
+        stream broke off after the provider reported it."""
         timing = getattr(stream, "timing", None)
         self.timing = timing if isinstance(timing, CallTiming) else None
         reasons: list[ColdReason] = []
@@ -73,6 +75,9 @@ class ModelCall:
         self.cold_reasons = tuple(reasons)
         if self.timing is not None and self.timing.first_chunk_ms is not None:
             self.ttft_ms = round(self.timing.first_chunk_ms)
+        reported = getattr(stream, "usage", None)
+        if self.usage is None and isinstance(reported, TokenUsage):
+            self.usage = reported  # a stream that broke off after its usage report
 
     @property
     def warmup_ms(self) -> float:

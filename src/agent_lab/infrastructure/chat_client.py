@@ -239,8 +239,9 @@ class OpenAICompatibleChatClient:
             ProviderConnectionError: The endpoint could not be reached.
             ProviderProtocolError: A malformed or truncated stream, or an error mid-stream.
         """
-        timing = CallTiming()
-        return ChatStream(self._stream(messages, tools, params, tool_choice, timing), timing)
+        return ChatStream(
+            lambda out: self._stream(messages, tools, params, tool_choice, out), CallTiming()
+        )
 
     async def _stream(
         self,
@@ -248,8 +249,9 @@ class OpenAICompatibleChatClient:
         tools: list[dict[str, Any]],
         params: AgentParams,
         tool_choice: dict[str, Any] | None,
-        timing: CallTiming,
+        out: ChatStream,
     ) -> AsyncIterator[StreamItem]:
+        timing = out.timing
         validate_tool_transcript(messages)
         if self._closed:
             raise UsageError("the chat client is closed")
@@ -268,7 +270,7 @@ class OpenAICompatibleChatClient:
         )
         idle, total_deadline = self._idle, started + self._total
         with (
-            _total_time(timing, loop, sent),
+            _reported_at_end(out, stream, loop, sent),
             map_provider_errors(
                 self._endpoint, mask=self._mask, elapsed=lambda: loop.time() - started
             ),
@@ -386,13 +388,17 @@ def _ms(seconds: float) -> float:
 
 
 @contextlib.contextmanager
-def _total_time(timing: CallTiming, loop: asyncio.AbstractEventLoop, sent: float) -> Iterator[None]:
-    """Sets ``timing.total_ms`` when the stream ends, and also when it fails or is
-    closed early: a call that broke off reports how long it ran."""
+def _reported_at_end(
+    out: ChatStream, chunks: ChunkStream, loop: asyncio.AbstractEventLoop, sent: float
+) -> Iterator[None]:
+    """Sets the stream's ``timing.total_ms`` and ``usage`` when it ends, and also when it
+    fails or is closed early: a call that broke off tells how long it ran and the usage
+    the provider reported before it broke."""
     try:
         yield
     finally:
-        timing.total_ms = _ms(loop.time() - sent)
+        out.timing.total_ms = _ms(loop.time() - sent)
+        out.usage = chunks.reported_usage()
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:
