@@ -228,7 +228,7 @@ async def test_a_call_refused_before_any_chunk_counts_with_no_first_chunk(
     assert (call.status, call.failure_reason) == ("failed", "provider_error:http_500")
     timings = call.timings
     assert timings.provider_first_chunk_ms is None and timings.visible_ttft_ms is None
-    assert timings.latency_ms is not None
+    assert timings.latency_ms is not None and timings.attempts == sse_server.request_count == 1
     metric, turn = _chat_metric(database, session_id)
     assert (metric["status"], metric["ttft_ms"], metric["latency_ms"]) == (
         "failed",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, Self, cast
 from uuid import uuid4
@@ -35,7 +35,7 @@ from agent_lab.domain.errors import (
     UsageError,
 )
 from agent_lab.domain.messages import ChatMessage, StreamItem
-from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream
+from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream, report_at_end
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
 from agent_lab.infrastructure.openai_compat.provider_errors import map_provider_errors
 from agent_lab.infrastructure.openai_compat.request_body import ChatRequest, build_chat_request
@@ -270,10 +270,10 @@ class OpenAICompatibleChatClient:
         )
         idle, total_deadline = self._idle, started + self._total
         with (
-            _reported_at_end(out, stream, loop, sent),
             map_provider_errors(
                 self._endpoint, mask=self._mask, elapsed=lambda: loop.time() - started
             ),
+            report_at_end(out, stream, loop, sent),
         ):
             async with AsyncExitStack() as stack:
                 deadline = min(started + idle, total_deadline)
@@ -385,20 +385,6 @@ def _new_call_id() -> str:
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
-
-
-@contextlib.contextmanager
-def _reported_at_end(
-    out: ChatStream, chunks: ChunkStream, loop: asyncio.AbstractEventLoop, sent: float
-) -> Iterator[None]:
-    """Sets the stream's ``timing.total_ms`` and ``usage`` when it ends, and also when it
-    fails or is closed early: a call that broke off tells how long it ran and the usage
-    the provider reported before it broke."""
-    try:
-        yield
-    finally:
-        out.timing.total_ms = _ms(loop.time() - sent)
-        out.usage = chunks.reported_usage()
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:
