@@ -93,3 +93,19 @@ def test_the_lab_describes_its_endpoint_without_the_urls_credentials(
 
     assert PASSWORD not in described and QUERY_KEY not in described, described
     assert " at http://***@127.0.0.1:" in described and described.endswith("?api-key=***")
+
+
+def test_a_key_http_cannot_carry_is_a_usage_error_before_any_request(
+    cli_process: Invoke,
+) -> None:
+    with SSETranscriptServer(fallback=_ANSWER) as server:
+        result = cli_process(
+            "run", "hi", "--base-url", server.base_url, "--model", "m", OPENAI_API_KEY="sk-…"
+        )
+        assert server.requests == []
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        "error: api_key cannot be sent in an HTTP header: character 4 is U+2026, and only"
+        " printable ASCII is allowed (a placeholder such as 'sk-…'?)"
+    ]

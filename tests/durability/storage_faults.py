@@ -33,6 +33,7 @@ SITES: dict[str, str] = {
     "answer": "append_messages",
     "audit": "append_audits",
     "usage": "append_usages",
+    "turn_close": "complete_turn",
 }
 FAULTS = ("locked", "disk_full", "read_only", "corrupt")
 

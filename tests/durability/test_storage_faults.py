@@ -152,6 +152,14 @@ async def test_a_failed_write_stops_side_effects_and_the_next_turn_recovers(
     assert records[-1]["content"].startswith("done")
     for batch in check.list_batches("faulty"):
         assert all(call["state"] != "pending" for call in batch["calls"]), batch
+    turns = check.list_turns("faulty")
+    assert [t["status"] for t in turns if t["status"] == "running"] == [], turns
+    if site == "turn_close":  # the refused close was written before the next turn began
+        assert (turns[0]["status"], turns[0]["failure_reason"]) == (
+            "failed",
+            f"session_persistence_failed:{fault}",
+        )
+        assert [t["status"] for t in turns] == ["failed", "completed"]
     check.close()
 
 

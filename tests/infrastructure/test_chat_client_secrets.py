@@ -198,3 +198,35 @@ async def test_url_password_echoed_by_the_provider_is_masked() -> None:
             with pytest.raises(ProviderHTTPError) as info:
                 await _collect(client)
     assert "hunter2" not in "".join(traceback.format_exception(info.value))
+
+
+@pytest.mark.parametrize(
+    ("api_key", "headers", "where"),
+    [
+        ("sk-…", {}, "api_key cannot be sent in an HTTP header: character 4 is U+2026"),
+        ("sk-HIDDENvalueé", {}, "character 15 is U+00E9"),
+        ("sk-HIDDEN\nInjected: 1", {}, "character 10 is U+000A"),
+        (None, {"X-Api-Key": "HIDDEN\r\nvalue"}, "header 'X-Api-Key' cannot be sent"),
+    ],
+)
+def test_a_key_or_header_http_cannot_carry_is_refused_without_showing_it(
+    api_key: str | None, headers: dict[str, str], where: str
+) -> None:
+    from agent_lab.domain.errors import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        OpenAICompatibleChatClient(
+            "http://127.0.0.1:9/v1", api_key=api_key, default_headers=headers
+        )
+    assert where in str(refused.value)
+    assert "HIDDEN" not in str(refused.value)
+    assert refused.value.failure_reason == "config_error"
+
+
+@pytest.mark.asyncio
+async def test_a_printable_key_still_reaches_the_provider_as_a_bearer_token() -> None:
+    with SSETranscriptServer(fallback=_echo_stream("ok")) as server:
+        key = "sk-Printable~ASCII\tkey"
+        async with OpenAICompatibleChatClient(server.base_url, api_key=key) as client:
+            await _collect(client)
+        assert server.requests[-1].headers["authorization"] == f"Bearer {key}"

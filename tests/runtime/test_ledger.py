@@ -235,8 +235,76 @@ async def test_after_a_crash_the_recorded_effects_go_back_to_the_model_once(
     outputs = [dict(o) async for o in again.run(_request(mode, "s1", "hi"))]
     assert outputs[-1] == {"type": "done"}
     assert "recovered_calls" not in audits(outputs, "session_started")[0]["details"]
-    assert _note(mode, later.calls[0].messages) == []
+    restored = later.calls[0].messages
+    if mode == "dual_agent":  # only the visible history is restored (DESIGN.md §8)
+        assert _note(mode, restored) == []
+    else:  # stored with the turn it was told in: the conversation the live session had
+        assert _note(mode, restored) == [note]
+        told = next(i for i, m in enumerate(restored) if m.content == "what happened?")
+        assert restored[told + 1] == note
     reopened.close()
+
+
+CRASH_AFTER_COMMIT = textwrap.dedent(
+    """
+    import os, signal, sys
+    from agent_lab.domain.events import ToolCallEvent
+    from agent_lab.domain.messages import ChatMessage
+    from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+
+    store = SQLiteSessionStore(sys.argv[1])
+    mode = sys.argv[2]
+    store.ensure_session("s1", "crash", {"tool_invocation_mode": mode})
+    store.claim_session("s1", "crashing-writer")
+    store.start_turn("s1", 1, "do it", messages=[ChatMessage(role="user", content="do it")])
+    events = [ToolCallEvent(id="a", name="effect", arguments={"n": 1})]
+    assistant = None
+    if mode == "chat_agent_tools":
+        assistant = ChatMessage(role="assistant", content="", tool_calls=events)
+    batch = store.begin_batch("s1", 1, 1, scope="s1:turn-1:round-1", mode=mode,
+                              events=events, assistant=assistant)
+    store.mark_dispatched(batch, "a", {"n": 1})
+    result = ChatMessage(role="tool", content='{"tool": "effect", "done": 1}',
+                         name="effect", tool_call_id="a")
+    store.record_result(batch, "a", "succeeded", result)
+    store.commit_batch(batch, [assistant, result] if assistant is not None else [])
+    os.kill(os.getpid(), signal.SIGKILL)  # while the follow-up would stream
+    """
+)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_committed_batch_of_a_dead_turn_reaches_the_model_once(
+    tmp_path: Path, mode: str
+) -> None:
+    db = tmp_path / "lab.sqlite3"
+    crashed = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CRASH_AFTER_COMMIT, str(db), mode, stderr=asyncio.subprocess.PIPE
+    )
+    _, stderr = await crashed.communicate()
+    assert crashed.returncode == -9, stderr
+    store = SQLiteSessionStore(db)
+    client = ScriptedChatClient([text("it is done")])
+    runtime = DebugRuntime(
+        client, registry=_blocking_registry(asyncio.Event()), session_store=store
+    )
+    outputs = [dict(o) async for o in runtime.run(_request(mode, "s1", "did it work?"))]
+
+    assert outputs[-1] == {"type": "done"}, outputs[-1]
+    sent = client.calls[0].messages
+    results = [m for m in sent if m.role == "tool"]
+    if mode == "chat_agent_tools":  # the restored transcript holds the batch: no note
+        assert _note(mode, sent) == []
+        assert [m.tool_call_id for m in results] == ["a"]
+    else:  # only the visible history is restored: the note gives the result back
+        (note,) = _note(mode, sent)
+        assert [(line["event_id"], line["status"]) for line in _note_lines(note)] == [
+            ("a", "succeeded")
+        ]
+        assert results == []
+    assert [b["reported_turn"] for b in store.list_batches("s1")] == [2]
+    store.close()
 
 
 @pytest.mark.asyncio

@@ -131,9 +131,8 @@ async def test_a_start_the_runtime_refuses_closes_the_sessions_own_client(
 ) -> None:
     from agent_lab.domain.errors import InvalidRequest
     from agent_lab.interfaces.web import hub as hub_module
-    from agent_lab.interfaces.web.protocol import ConnectionOverride
-
     from agent_lab.interfaces.web.clients import own_client as original
+    from agent_lab.interfaces.web.protocol import ConnectionOverride
 
     made: list[Any] = []
 

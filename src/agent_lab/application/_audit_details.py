@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from agent_lab.application._metrics import ModelCall
+from agent_lab.application._recording import kept_failure_message
 from agent_lab.application._session_state import TurnOutcome, TurnState
 from agent_lab.application.contracts import AgentParams, ToolInvocationMode
 from agent_lab.application.events import EventBatchResult, EventResult
-from agent_lab.domain.errors import AgentLabError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.json_values import json_default
 from agent_lab.domain.messages import ChatMessage, TokenUsage
@@ -88,25 +87,6 @@ def unfinished_call(
         "visible_ttft_ms": visible_ttft_ms,
         "call": model_call(call, metric_key),
     }
-
-
-_OPAQUE_TOKEN = re.compile(
-    r"(?<![A-Za-z0-9+/=_-])(?=[^A-Z\s]*[A-Z])(?=[^a-z\s]*[a-z])(?=[^0-9\s]*[0-9])"
-    r"[A-Za-z0-9+/=_-]{20,}"
-)
-"""A run of 20 or more characters of the base64 alphabet mixing upper case, lower case
-and digits: what an encoded credential looks like (paths and hex ids do not)."""
-
-
-def kept_failure_message(failure: AgentLabError) -> str:
-    """The failure's message as it is kept (audited and stored with the turn).
-
-    The client masks a key it knows in every plain form, but a provider may echo it in
-    another encoding (base64, hex): opaque tokens of 20 characters or more are kept as
-    ``***``, so no credential reaches the store. What the user is shown live is
-    unchanged.
-    """
-    return _OPAQUE_TOKEN.sub("***", str(failure))
 
 
 def _shown_result(message: ChatMessage) -> Details:

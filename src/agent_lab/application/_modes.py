@@ -34,8 +34,13 @@ class ToolMode:
     run_batch: Callable[[RoundContext, ChatRound], Awaitable[BatchRun]]
     restore: Callable[[list[ChatMessage]], list[ChatMessage]]
     """The persisted history as this mode may send it again (DESIGN.md §8)."""
-    recovery_note: Callable[[Recovery], ChatMessage]
-    """The labelled note that gives interrupted batches' effects back (§9.4)."""
+    recovery_note: Callable[[Recovery], ChatMessage | None]
+    """The labelled note that gives interrupted batches' effects back (§9.4); ``None``
+    when the history already holds them all."""
+    keeps_recovery_note: bool
+    """The note is stored with the turn, so every later request (live or restored)
+    carries it; otherwise only the live history keeps it, as only the visible history
+    is restored (§8)."""
 
     def offer(self, registry: ToolRegistry, names: list[str]) -> Offer:
         """What a round offers the model when ``names`` are on offer (maybe none)."""
@@ -70,7 +75,7 @@ def _direct_offer(registry: ToolRegistry, names: list[str], accepts: StreamItemK
 
 
 DUAL_MODE = ToolMode(
-    "dual_agent", "text_event", _dual_offer, run_dual_batch, visible_history, dual_note
+    "dual_agent", "text_event", _dual_offer, run_dual_batch, visible_history, dual_note, False
 )
 """Inline event blocks; a separate event agent fills in arguments and runs tools."""
 
@@ -81,6 +86,7 @@ DIRECT_MODE = ToolMode(
     run_direct_batch,
     repair_tool_transcript,
     direct_note,
+    True,
 )
 """Provider function calling; the runtime runs the calls and replies in order."""
 

@@ -23,11 +23,10 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
-from agent_lab.application._audit_details import kept_failure_message
 from agent_lab.application._recording import FinishedTurn
 from agent_lab.application._recovery import Recovery, recovery_from_batches
 from agent_lab.application._store_access import (
@@ -104,6 +103,10 @@ class SessionRecorder:
         self._lost_to: PersistenceFailed | None = None
         self._serving: asyncio.Task[Any] | None = None
         """The task to cancel when the claim is lost (``stop_on_loss``)."""
+        self._started: set[int] = set()
+        """Turns on record and not closed yet."""
+        self._unclosed: tuple[FinishedTurn, ...] = ()
+        """Turns whose close the store refused: closed before the next turn starts."""
 
     async def _call(
         self,
@@ -253,17 +256,32 @@ class SessionRecorder:
     def lost_to(self) -> PersistenceFailed | None:
         return self._lost_to
 
-    async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
-        """The turn and its user message, in one transaction (finished if cancelled)."""
+    async def start_turn(
+        self,
+        turn_index: int,
+        user_message: ChatMessage,
+        note: ChatMessage | None = None,
+        reported: tuple[str, ...] = (),
+    ) -> None:
+        """The turn, its user message and ``note`` (the batches ``reported`` marked as
+        told), in one transaction (finished if cancelled)."""
+        messages = [user_message] if note is None else [user_message, note]
+        unclosed = self._unclosed
+
+        def write() -> None:
+            for turn in unclosed:
+                turn.write(self.store, self.session_id)
+            self.store.start_turn(
+                self.session_id, turn_index, user_message.content, messages=messages
+            )
+            if reported:
+                self.store.mark_reported(list(reported), turn_index)
+
         await self._call(
-            self.store.start_turn,
-            self.session_id,
-            turn_index,
-            user_message.content,
-            messages=[user_message],
-            chars=2 * len(user_message.content),
-            shielded=True,
+            write, chars=2 * len(user_message.content) + chars_of(messages[1:]), shielded=True
         )
+        self._unclosed = self._unclosed[len(unclosed) :]
+        self._started.add(turn_index)
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
         if messages:
@@ -312,25 +330,30 @@ class SessionRecorder:
 
     async def finish_turn(self, turn: FinishedTurn) -> None:
         """Write the turn's metrics and close it, in one trip to the store; a failed or
-        cancelled turn keeps its ``failure`` (reason and message) with it."""
-        failure = turn.failure
+        cancelled turn keeps its ``failure`` (reason and message) with it. A close the
+        store refuses (the disk is full) is kept and written before the next turn
+        starts, or when the session closes, so its row never stays ``running``."""
+        if turn.index not in self._started:
+            return  # its start was refused: nothing of it is on record
+        self._started.discard(turn.index)
+        self._unclosed = (*self._unclosed, turn)
+        try:
+            await self._close_unclosed()
+        except PersistenceFailed as exc:  # the turn now ends with this error: keep it so
+            if turn.failure is None:
+                failed = replace(turn, status="failed", failure=exc)
+                self._unclosed = tuple(failed if t is turn else t for t in self._unclosed)
+            raise
+
+    async def _close_unclosed(self) -> None:
+        unclosed = self._unclosed
 
         def write() -> None:
-            if turn.recovered:
-                self.store.mark_reported(list(turn.recovered), turn.index)
-            if turn.metrics:
-                self.store.append_usages(self.session_id, turn.metrics)
-            self.store.complete_turn(
-                self.session_id,
-                turn.index,
-                status=turn.status,
-                wall_time_ms=turn.wall_time_ms,
-                round_count=turn.round_count,
-                failure_reason=failure.failure_reason if failure is not None else None,
-                failure_message=kept_failure_message(failure) if failure is not None else None,
-            )
+            for turn in unclosed:
+                turn.write(self.store, self.session_id)
 
         await self._call(write)
+        self._unclosed = self._unclosed[len(unclosed) :]
 
     async def flush(self) -> None:
         """Write buffered audits now (best effort: audits never fail a turn)."""
@@ -340,7 +363,11 @@ class SessionRecorder:
 
     async def close(self) -> None:
         """Flush audits and give up the writer claim in one write, which finishes even
-        if the caller is cancelled meanwhile (on the loop it has nothing to wait for)."""
+        if the caller is cancelled meanwhile (on the loop it has nothing to wait for).
+        A turn whose close was refused is tried once more first (best effort)."""
+        if self._unclosed:
+            with contextlib.suppress(StoreError):
+                await finish_even_if_cancelled(self._close_unclosed())
         if self._renewal is not None:
             self._renewal.cancel()
             self._renewal = None

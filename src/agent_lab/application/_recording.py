@@ -10,12 +10,18 @@ whether a store is attached.
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent_lab.application._recovery import NO_RECOVERY, MemoryLedger, Recovery
 from agent_lab.application.events import idempotency_key
-from agent_lab.application.session_store import BatchIntent, CallMetric, CallStatus
+from agent_lab.application.session_store import (
+    BatchIntent,
+    CallMetric,
+    CallStatus,
+    SessionStore,
+)
 from agent_lab.domain.errors import AgentLabError, InternalError, PersistenceFailed
 from agent_lab.domain.messages import ChatMessage
 
@@ -30,10 +36,18 @@ class Recorder(Protocol):
 
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None: ...
 
-    async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
+    async def start_turn(
+        self,
+        turn_index: int,
+        user_message: ChatMessage,
+        note: ChatMessage | None = None,
+        reported: tuple[str, ...] = (),
+    ) -> None:
         """Finishes its write even when the caller is cancelled meanwhile (as do
         ``abandon_batch`` and ``close``): once ``turn_started`` is out, the turn is on
-        record."""
+        record. ``note``, a recovery note kept in the transcript, is written with the
+        user's message, and the batches it reports (``reported``) are marked told in
+        the same write."""
         ...
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None: ...
@@ -73,6 +87,25 @@ class Recorder(Protocol):
         ...
 
 
+_OPAQUE_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9+/=_-])(?=[^A-Z\s]*[A-Z])(?=[^a-z\s]*[a-z])(?=[^0-9\s]*[0-9])"
+    r"[A-Za-z0-9+/=_-]{20,}"
+)
+"""A run of 20 or more characters of the base64 alphabet mixing upper case, lower case
+and digits: what an encoded credential looks like (paths and hex ids do not)."""
+
+
+def kept_failure_message(failure: AgentLabError) -> str:
+    """The failure's message as it is kept (audited and stored with the turn).
+
+    The client masks a key it knows in every plain form, but a provider may echo it in
+    another encoding (base64, hex): opaque tokens of 20 characters or more are kept as
+    ``***``, so no credential reaches the store. What the user is shown live is
+    unchanged.
+    """
+    return _OPAQUE_TOKEN.sub("***", str(failure))
+
+
 @dataclass(frozen=True)
 class FinishedTurn:
     """How a turn ended, as the recorder closes it (with its metrics, in one write)."""
@@ -87,6 +120,24 @@ class FinishedTurn:
     recovered: tuple[str, ...] = ()
     """Interrupted batches whose effects were reported to the model in this turn."""
 
+    def write(self, store: SessionStore, session_id: str) -> None:
+        """The close as store writes (each one safe to repeat): batches reported, the
+        metrics, then the turn's status and failure."""
+        failure = self.failure
+        if self.recovered:
+            store.mark_reported(list(self.recovered), self.index)
+        if self.metrics:
+            store.append_usages(session_id, self.metrics)
+        store.complete_turn(
+            session_id,
+            self.index,
+            status=self.status,
+            wall_time_ms=self.wall_time_ms,
+            round_count=self.round_count,
+            failure_reason=failure.failure_reason if failure is not None else None,
+            failure_message=kept_failure_message(failure) if failure is not None else None,
+        )
+
 
 class NullRecorder:
     """A session without a store before its first batch: every write succeeds and keeps
@@ -100,7 +151,13 @@ class NullRecorder:
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
         return None
 
-    async def start_turn(self, turn_index: int, user_message: ChatMessage) -> None:
+    async def start_turn(
+        self,
+        turn_index: int,
+        user_message: ChatMessage,
+        note: ChatMessage | None = None,
+        reported: tuple[str, ...] = (),
+    ) -> None:
         return None
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
@@ -179,6 +236,15 @@ class MemoryRecorder(NullRecorder):
 
     async def abandon_batch(self, batch_id: str) -> None:
         self._ledger.abandon(batch_id)
+
+    async def start_turn(
+        self,
+        turn_index: int,
+        user_message: ChatMessage,
+        note: ChatMessage | None = None,
+        reported: tuple[str, ...] = (),
+    ) -> None:
+        self._ledger.reported(reported)
 
     async def unreported(self) -> Recovery:
         return self._ledger.unreported()

@@ -68,11 +68,13 @@ class RecoveredCall:
     idempotency_key: str | None = None
     result: Any = None
     """The recorded payload (``succeeded`` / ``failed`` only)."""
+    committed: bool = False
+    """Its batch committed (a ``chat_agent_tools`` restore sends it as it was)."""
 
     def audit_entry(self) -> dict[str, Any]:
-        """Every field but the recorded ``result``."""
+        """Every field but the recorded ``result`` and ``committed``."""
         entry = asdict(self)
-        del entry["result"]
+        del entry["result"], entry["committed"]
         return entry
 
     def note_line(self) -> str:
@@ -152,6 +154,7 @@ def _recovered_call(batch: dict[str, Any], call: dict[str, Any]) -> RecoveredCal
         status=status,
         idempotency_key=call.get("idempotency_key"),
         result=_payload(call.get("result")) if status in ("succeeded", "failed") else None,
+        committed=batch.get("state") == "committed",
     )
 
 
@@ -172,11 +175,12 @@ def dual_note(recovery: Recovery) -> ChatMessage:
     return ChatMessage(role="user", content=f"{DUAL_HEADER}\n{lines}", name=EVENT_AGENT_NAME)
 
 
-def direct_note(recovery: Recovery) -> ChatMessage:
+def direct_note(recovery: Recovery) -> ChatMessage | None:
     """``chat_agent_tools``: a system note (a ``tool`` message without its batch would be
-    an orphan, which providers reject)."""
-    lines = "\n".join(call.note_line() for call in recovery.calls)
-    return ChatMessage(role="system", content=f"{DIRECT_HEADER}\n{lines}")
+    an orphan, which providers reject). A committed batch is left out: the restored
+    transcript holds it, calls and results (DESIGN.md §8). ``None`` when nothing is left."""
+    lines = "\n".join(call.note_line() for call in recovery.calls if not call.committed)
+    return ChatMessage(role="system", content=f"{DIRECT_HEADER}\n{lines}") if lines else None
 
 
 class MemoryLedger:

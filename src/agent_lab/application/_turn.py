@@ -157,17 +157,24 @@ class TurnEngine:
             await self.deps.queues.output.put(_outputs.turn_started(turn.index))
         # Once turn_started is out, the turn must be on record even if it is cancelled
         # right away: the write finishes, and the cancellation then closes the turn.
-        await session.recorder.start_turn(turn.index, user)
+        recovery = session.recovery
+        note = self.mode.recovery_note(recovery) if recovery else None
+        told = recovery.batch_ids if self.mode.keeps_recovery_note else ()
+        await session.recorder.start_turn(turn.index, user, note if told else None, told)
         session.history.append(user)
-        self._deliver_recovery(turn)
+        self._deliver_recovery(turn, note, told)
 
-    def _deliver_recovery(self, turn: TurnState) -> None:
-        """Interrupted batches' effects follow the user message, once (DESIGN.md §9.4)."""
+    def _deliver_recovery(
+        self, turn: TurnState, note: ChatMessage | None, told: tuple[str, ...]
+    ) -> None:
+        """Interrupted batches' effects follow the user message, once (DESIGN.md §9.4);
+        the batches of a note stored with the turn (``told``) are reported already."""
         session = self.session
         recovery, session.recovery = session.recovery, NO_RECOVERY
-        if recovery:
-            session.history.append(self.mode.recovery_note(recovery))
-        turn.recovered = (*session.unacknowledged, *recovery.batch_ids)
+        if note is not None:
+            session.history.append(note)
+        pending = recovery.batch_ids if not told else ()
+        turn.recovered = (*session.unacknowledged, *pending)
         session.unacknowledged = ()
 
     def _close_open_call(

@@ -37,6 +37,11 @@ from agent_lab.domain.errors import (
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream, report_at_end
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
+from agent_lab.infrastructure.openai_compat.client_options import (
+    check_base_url,
+    check_header_values,
+    header_secrets,
+)
 from agent_lab.infrastructure.openai_compat.provider_errors import map_provider_errors
 from agent_lab.infrastructure.openai_compat.request_body import ChatRequest, build_chat_request
 from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask, redact_url, url_secrets
@@ -51,7 +56,6 @@ from agent_lab.infrastructure.openai_transport import (
 
 __all__ = ["ChatStream", "OpenAICompatibleChatClient", "map_provider_errors"]
 
-_SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization"})
 _UNUSED_KEY = "no-key"
 """Placeholder the SDK insists on; its ``Authorization`` header is omitted on every request."""
 _SLACK = 5.0
@@ -96,8 +100,9 @@ class OpenAICompatibleChatClient:
             ``openai_transport``.
 
     Raises:
-        ConfigError: ``base_url`` is not an http(s) URL, a deadline is not positive,
-            or the transport is unknown or not installed.
+        ConfigError: ``base_url`` is not an http(s) URL, the key or a header value
+            cannot be sent in an HTTP header, a deadline is not positive, or the
+            transport is unknown or not installed.
     """
 
     def __init__(
@@ -113,7 +118,8 @@ class OpenAICompatibleChatClient:
         transport: Transport = DEFAULT_TRANSPORT,
     ) -> None:
         headers = dict(default_headers or {})
-        _check_base_url(base_url)
+        check_base_url(base_url)
+        check_header_values(api_key, headers)
         if not timeout > 0 or (total_timeout is not None and not total_timeout > 0):
             raise ConfigError("timeout and total_timeout must be positive seconds")
         self._base_url = base_url
@@ -121,7 +127,7 @@ class OpenAICompatibleChatClient:
         self._endpoint = redact_url(base_url.rstrip("/") + "/chat/completions")
         self._idle = float(timeout)
         self._total = math.inf if total_timeout is None else float(total_timeout)
-        self._mask = SecretMask([*_secrets(api_key, headers), *url_secrets(base_url)])
+        self._mask = SecretMask([*header_secrets(api_key, headers), *url_secrets(base_url)])
         sends_auth = bool(api_key) or any(k.lower() == "authorization" for k in headers)
         self._request_headers: dict[str, str | openai.Omit] = (
             {} if sends_auth else {"Authorization": openai.Omit()}
@@ -356,27 +362,6 @@ class OpenAICompatibleChatClient:
                 extra_headers=self._request_headers,
             ),
         )
-
-
-def _check_base_url(base_url: str) -> None:
-    try:
-        url = httpx.URL(base_url)
-    except httpx.InvalidURL as exc:
-        raise ConfigError(f"invalid base_url {redact_url(base_url)!r}: {exc}") from None
-    if url.scheme not in {"http", "https"} or not url.host:
-        shown = redact_url(base_url)
-        raise ConfigError(f"base_url must be an http:// or https:// URL, got {shown!r}")
-
-
-def _secrets(api_key: str | None, headers: Mapping[str, str]) -> tuple[str, ...]:
-    found = [api_key] if api_key else []
-    for name, value in headers.items():
-        if name.lower() in _SECRET_HEADERS and value:
-            found.append(value)
-            scheme, _, credential = value.partition(" ")
-            if credential and scheme.lower() in {"bearer", "basic", "token"}:
-                found.append(credential)
-    return tuple(sorted(set(found), key=len, reverse=True))
 
 
 def _new_call_id() -> str:
