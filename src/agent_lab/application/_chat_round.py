@@ -16,9 +16,9 @@ from agent_lab.application._metrics import (
     chat_metric,
     chat_metric_key,
 )
+from agent_lab.application._session_state import TurnState
 from agent_lab.application.contracts import AgentParams, ToolInvocationMode
 from agent_lab.application.ports import ChatClient
-from agent_lab.application.session_store import CallMetric
 from agent_lab.domain.errors import ModelBehaviorError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, StreamItem, StreamItemKind
@@ -216,17 +216,20 @@ async def _finish(auditor: Auditor, chat: ChatRound) -> None:
         )
 
 
-def unfinished_call(
-    chat: ChatRound, *, turn_index: int, mode: ToolInvocationMode, cancelled: bool
-) -> tuple[CallMetric, dict[str, Any]]:
-    """A chat call the turn ended in the middle of is still a call made: its metric
-    (``failed``, or ``cancelled`` when the turn was) with what was measured until then,
-    and the same figures for the turn's closing audit (``unfinished_call``)."""
+def close_unfinished(
+    turn: TurnState, chat: ChatRound | None, mode: ToolInvocationMode, *, cancelled: bool = False
+) -> None:
+    """A chat call the turn ends in the middle of (``chat``, unless it was answered) is
+    still a call made: its metric (``failed``, or ``cancelled`` when the turn was) with
+    what was measured until then, and the same figures for the turn's closing audit
+    (``unfinished_call``)."""
+    if chat is None or chat.answered:
+        return
     status: ModelCallStatus = "cancelled" if cancelled else "failed"
-    call, round_index = chat.call, chat.round_index
-    metric = chat_metric(
-        call, turn_index=turn_index, round_index=round_index, mode=mode, status=status
+    call, index, round_index = chat.call, turn.index, chat.round_index
+    metric = chat_metric(call, turn_index=index, round_index=round_index, mode=mode, status=status)
+    turn.metrics += (metric,)
+    key = chat_metric_key(index, round_index)
+    turn.unfinished_call = _audit_details.unfinished_call(
+        round_index, call, key, visible_ttft_ms=chat.ttft_ms
     )
-    key = chat_metric_key(turn_index, round_index)
-    figures = _audit_details.unfinished_call(round_index, call, key, visible_ttft_ms=chat.ttft_ms)
-    return metric, figures

@@ -21,7 +21,7 @@ from typing import Any, Protocol, assert_never
 from agent_lab.application import _audit_details, _outputs, _policies
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import BatchRun, EventServices, RoundContext
-from agent_lab.application._chat_round import ChatRound, stream_round, unfinished_call
+from agent_lab.application._chat_round import ChatRound, close_unfinished, stream_round
 from agent_lab.application._metrics import (
     RawChunks,
     argument_metric,
@@ -125,16 +125,16 @@ class TurnEngine:
                     case _:
                         assert_never(step)
         except AgentLabError as exc:
-            self._close_open_call(turn, chat)
+            close_unfinished(turn, chat, self.mode.name)
             await self._abandon_open_batch(turn)
             return TurnOutcome("failed", exc)
         except asyncio.CancelledError:
-            self._close_open_call(turn, chat, cancelled=True)
+            close_unfinished(turn, chat, self.mode.name, cancelled=True)
             await self._abandon_open_batch(turn)
             raise
         except Exception as exc:  # a bug in a client or tool must not kill the session
             logger.exception("turn %s failed unexpectedly", turn.index)
-            self._close_open_call(turn, chat)
+            close_unfinished(turn, chat, self.mode.name)
             await self._abandon_open_batch(turn)
             return TurnOutcome("failed", InternalError(f"turn failed: {exc}"))
 
@@ -176,16 +176,6 @@ class TurnEngine:
         pending = recovery.batch_ids if not told else ()
         turn.recovered = (*session.unacknowledged, *pending)
         session.unacknowledged = ()
-
-    def _close_open_call(
-        self, turn: TurnState, chat: ChatRound | None, *, cancelled: bool = False
-    ) -> None:
-        """The chat call the turn ends in the middle of keeps its metric and figures."""
-        if chat is not None and not chat.answered:
-            metric, turn.unfinished_call = unfinished_call(
-                chat, turn_index=turn.index, mode=self.mode.name, cancelled=cancelled
-            )
-            turn.metrics += (metric,)
 
     async def _abandon_open_batch(self, turn: TurnState) -> None:
         batch_id, turn.open_batch = turn.open_batch, None
