@@ -184,18 +184,23 @@ CRASHING_WRITER = textwrap.dedent(
 )
 
 
+async def _after_crash(script: str, db: Path, mode: str) -> SQLiteSessionStore:
+    """Run a writer ``script`` that kills itself with SIGKILL, then open its store."""
+    crashed = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, str(db), mode, stderr=asyncio.subprocess.PIPE
+    )
+    _, stderr = await crashed.communicate()
+    assert crashed.returncode == -9, stderr
+    return SQLiteSessionStore(db)
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("mode", MODES)
 async def test_after_a_crash_the_recorded_effects_go_back_to_the_model_once(
     tmp_path: Path, mode: str
 ) -> None:
     db = tmp_path / "lab.sqlite3"
-    crashed = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CRASHING_WRITER, str(db), mode, stderr=asyncio.subprocess.PIPE
-    )
-    _, stderr = await crashed.communicate()
-    assert crashed.returncode == -9, stderr
-    store = SQLiteSessionStore(db)
+    store = await _after_crash(CRASHING_WRITER, db, mode)
     client = ScriptedChatClient([text("a is done; b may be; c never ran"), text("fine")])
     runtime = DebugRuntime(
         client, registry=_blocking_registry(asyncio.Event()), session_store=store
@@ -279,12 +284,7 @@ async def test_a_committed_batch_of_a_dead_turn_reaches_the_model_once(
     tmp_path: Path, mode: str
 ) -> None:
     db = tmp_path / "lab.sqlite3"
-    crashed = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CRASH_AFTER_COMMIT, str(db), mode, stderr=asyncio.subprocess.PIPE
-    )
-    _, stderr = await crashed.communicate()
-    assert crashed.returncode == -9, stderr
-    store = SQLiteSessionStore(db)
+    store = await _after_crash(CRASH_AFTER_COMMIT, db, mode)
     client = ScriptedChatClient([text("it is done")])
     runtime = DebugRuntime(
         client, registry=_blocking_registry(asyncio.Event()), session_store=store

@@ -27,8 +27,9 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
+from agent_lab.application._interrupted import recover_interrupted
 from agent_lab.application._recording import FinishedTurn
-from agent_lab.application._recovery import Recovery, recovery_from_batches
+from agent_lab.application._recovery import KeptNote, Recovery, recovery_from_batches
 from agent_lab.application._store_access import (
     NOW_CHARS,
     NOW_RAW_BYTES,
@@ -202,7 +203,7 @@ class SessionRecorder:
             if empty:
                 return StoredSession(session_id, [], 1), token
             records = store.list_messages(session_id)
-            recovery = recovery_from_batches(store.list_unreported_batches(session_id))
+            recovery = recover_interrupted(store, session_id)  # the claim is ours now
             turn = store.next_turn_index(session_id)
             return StoredSession(session_id, records, turn, recovery), token
 
@@ -256,32 +257,25 @@ class SessionRecorder:
     def lost_to(self) -> PersistenceFailed | None:
         return self._lost_to
 
-    async def start_turn(
-        self,
-        turn_index: int,
-        user_message: ChatMessage,
-        note: ChatMessage | None = None,
-        reported: tuple[str, ...] = (),
-    ) -> None:
-        """The turn, its user message and ``note`` (the batches ``reported`` marked as
-        told), in one transaction (finished if cancelled)."""
-        messages = [user_message] if note is None else [user_message, note]
+    async def start_turn(self, index: int, user: ChatMessage, kept: KeptNote | None = None) -> None:
+        """The turn, its user message and a ``kept`` recovery note (its batches marked
+        told), after any close the store refused before, in one transaction (finished
+        if cancelled)."""
+        note = kept.message if kept is not None else None
+        messages = [user] if note is None else [user, note]
         unclosed = self._unclosed
 
         def write() -> None:
             for turn in unclosed:
                 turn.write(self.store, self.session_id)
-            self.store.start_turn(
-                self.session_id, turn_index, user_message.content, messages=messages
-            )
-            if reported:
-                self.store.mark_reported(list(reported), turn_index)
+            self.store.start_turn(self.session_id, index, user.content, messages=messages)
+            if kept is not None and kept.batch_ids:
+                self.store.mark_reported(list(kept.batch_ids), index)
 
-        await self._call(
-            write, chars=2 * len(user_message.content) + chars_of(messages[1:]), shielded=True
-        )
+        chars = 2 * len(user.content) + chars_of(messages[1:])
+        await self._call(write, chars=chars, shielded=True)
         self._unclosed = self._unclosed[len(unclosed) :]
-        self._started.add(turn_index)
+        self._started.add(index)
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
         if messages:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent_lab.application._recovery import NO_RECOVERY, MemoryLedger, Recovery
+from agent_lab.application._recovery import NO_RECOVERY, KeptNote, MemoryLedger, Recovery
 from agent_lab.application.events import idempotency_key
 from agent_lab.application.session_store import (
     BatchIntent,
@@ -36,18 +36,11 @@ class Recorder(Protocol):
 
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None: ...
 
-    async def start_turn(
-        self,
-        turn_index: int,
-        user_message: ChatMessage,
-        note: ChatMessage | None = None,
-        reported: tuple[str, ...] = (),
-    ) -> None:
+    async def start_turn(self, index: int, user: ChatMessage, kept: KeptNote | None = None) -> None:
         """Finishes its write even when the caller is cancelled meanwhile (as do
         ``abandon_batch`` and ``close``): once ``turn_started`` is out, the turn is on
-        record. ``note``, a recovery note kept in the transcript, is written with the
-        user's message, and the batches it reports (``reported``) are marked told in
-        the same write."""
+        record. A ``kept`` recovery note is written with the user's message, and the
+        batches it reports are marked told in the same write."""
         ...
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None: ...
@@ -151,13 +144,7 @@ class NullRecorder:
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
         return None
 
-    async def start_turn(
-        self,
-        turn_index: int,
-        user_message: ChatMessage,
-        note: ChatMessage | None = None,
-        reported: tuple[str, ...] = (),
-    ) -> None:
+    async def start_turn(self, index: int, user: ChatMessage, kept: KeptNote | None = None) -> None:
         return None
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
@@ -237,14 +224,9 @@ class MemoryRecorder(NullRecorder):
     async def abandon_batch(self, batch_id: str) -> None:
         self._ledger.abandon(batch_id)
 
-    async def start_turn(
-        self,
-        turn_index: int,
-        user_message: ChatMessage,
-        note: ChatMessage | None = None,
-        reported: tuple[str, ...] = (),
-    ) -> None:
-        self._ledger.reported(reported)
+    async def start_turn(self, index: int, user: ChatMessage, kept: KeptNote | None = None) -> None:
+        if kept is not None:
+            self._ledger.reported(kept.batch_ids)
 
     async def unreported(self) -> Recovery:
         return self._ledger.unreported()

@@ -119,6 +119,15 @@ class Recovery:
         return counts
 
 
+@dataclass(frozen=True)
+class KeptNote:
+    """What a turn's start stores of a recovery (``chat_agent_tools``): the note, if any
+    is left to tell, and the batches it reports, marked told in the same write."""
+
+    message: ChatMessage | None
+    batch_ids: tuple[str, ...]
+
+
 NO_RECOVERY = Recovery()
 """Nothing to recover (immutable, so every session can start from it)."""
 

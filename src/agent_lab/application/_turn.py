@@ -31,7 +31,7 @@ from agent_lab.application._metrics import (
 )
 from agent_lab.application._modes import ToolMode, mode_for
 from agent_lab.application._policies import Finish, NextStep, PolicyDecision, RunAgain, Terminate
-from agent_lab.application._recovery import NO_RECOVERY
+from agent_lab.application._recovery import NO_RECOVERY, KeptNote
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
 from agent_lab.application._transcript import chat_request_messages
 from agent_lab.application.contracts import MAX_EVENT_LOOPS
@@ -159,21 +159,21 @@ class TurnEngine:
         # right away: the write finishes, and the cancellation then closes the turn.
         recovery = session.recovery
         note = self.mode.recovery_note(recovery) if recovery else None
-        told = recovery.batch_ids if self.mode.keeps_recovery_note else ()
-        await session.recorder.start_turn(turn.index, user, note if told else None, told)
+        kept = KeptNote(note, recovery.batch_ids) if self.mode.keeps_recovery_note else None
+        await session.recorder.start_turn(turn.index, user, kept if recovery else None)
         session.history.append(user)
-        self._deliver_recovery(turn, note, told)
+        self._deliver_recovery(turn, note, reported=kept is not None)
 
     def _deliver_recovery(
-        self, turn: TurnState, note: ChatMessage | None, told: tuple[str, ...]
+        self, turn: TurnState, note: ChatMessage | None, *, reported: bool
     ) -> None:
         """Interrupted batches' effects follow the user message, once (DESIGN.md §9.4);
-        the batches of a note stored with the turn (``told``) are reported already."""
+        the batches of a note stored with the turn are ``reported`` already."""
         session = self.session
         recovery, session.recovery = session.recovery, NO_RECOVERY
         if note is not None:
             session.history.append(note)
-        pending = recovery.batch_ids if not told else ()
+        pending = () if reported else recovery.batch_ids
         turn.recovered = (*session.unacknowledged, *pending)
         session.unacknowledged = ()
 

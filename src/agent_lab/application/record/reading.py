@@ -21,9 +21,9 @@ from agent_lab.application.record._turn_audits import (
 )
 from agent_lab.application.record.fold import TurnRecordBuilder
 from agent_lab.application.record.model import RecoveredCallRecord, RequestRef, TurnRecord
+from agent_lab.application.session_store import INTERRUPTED_MESSAGE, INTERRUPTED_REASON
 
 _CLOSED_STATES = frozenset({"completed", "terminated", "failed", "cancelled"})
-INTERRUPTED_MESSAGE = "the runtime running this turn stopped before the turn ended"
 
 
 def session_records(
@@ -76,7 +76,7 @@ def session_records(
     return [builders[index].build() for index in sorted(builders)]
 
 
-_INTERRUPTED = ("failed", "interrupted", INTERRUPTED_MESSAGE)
+_INTERRUPTED = ("failed", INTERRUPTED_REASON, INTERRUPTED_MESSAGE)
 
 
 def interrupted(record: TurnRecord) -> TurnRecord:
