@@ -167,6 +167,38 @@ def test_show_marks_the_calls_of_a_cut_off_batch_uncertain(cli_process: Invoke, 
     assert "⚠ recovered door.lock" in out and "(turn 1 round 1)" in out
 
 
+def _turns_table_rows(out: str) -> dict[int, list[str]]:
+    """The cells of each row of the ``turns`` table, by turn index."""
+    rows: dict[int, list[str]] = {}
+    for line in out.split("\nturns\n", 1)[1].splitlines():
+        if line.startswith("└"):
+            break  # the end of the table
+        cells = [cell.strip() for cell in line.strip("│ ").split("│")]
+        if line.startswith("│") and cells[0].isdigit():
+            rows[int(cells[0])] = cells
+    return rows
+
+
+def test_show_lists_a_turn_killed_mid_batch_as_failed_in_its_turns_table(
+    cli_process: Invoke, home: Path
+) -> None:
+    import asyncio
+
+    from tests.durability.interrupted_support import kill_mid_turn, restore
+
+    database = home / "agent-lab.sqlite3"
+    kill_mid_turn(database, "dual_agent", "killed", "mid_batch")
+    asyncio.run(restore(database, "dual_agent", "killed", "did it go through?"))
+
+    shown = cli_process("sessions", "show", "killed")
+
+    assert shown.exit_code == 0, shown.stderr
+    assert "turn 1 · failed" in shown.stdout
+    assert "✗ interrupted: the runtime running this turn stopped" in shown.stdout
+    rows = _turns_table_rows(shown.stdout)
+    assert (rows[1][1], rows[2][1]) == ("failed", "completed")
+
+
 def _cost_parts(line: str) -> tuple[Decimal, dict[str, Decimal]]:
     """``$1.58 — chat $1.28 · argument generation $0.299`` as its total and its parts."""
     total, _, split = line.partition(" — ")

@@ -155,7 +155,8 @@ class Campaign:
         calls = [call for batch in batches for call in batch["calls"]]
         self._count_journal(calls, before)
         reported = _started(outputs).get("recovered_calls", [])
-        self._check_reported(calls, batches, reported, outputs)
+        mode = session["config"]["tool_invocation_mode"]
+        self._check_reported(calls, batches, reported, outputs, mode)
         effect_calls = [c for c in calls if c["event"]["name"] in EFFECT_TOOLS]
         for call in effect_calls:
             name = call["event"]["name"]
@@ -189,17 +190,31 @@ class Campaign:
         batches: list[dict[str, Any]],
         reported: list[dict[str, Any]],
         outputs: list[dict[str, Any]],
+        mode: str,
     ) -> None:
-        """Every call of the interrupted turn went back to the model, labelled."""
+        """Every call of the interrupted turn went back to the model, labelled, in one
+        note (a committed batch in ``chat_agent_tools`` is in the transcript too)."""
         expected = {c["event"]["id"]: _reported_status(c["state"]) for c in calls}
         assert {r["event_id"]: r["status"] for r in reported} == expected
         restored_turn = _started(outputs)["first_turn_index"]
         assert all(b["reported_turn"] == restored_turn for b in batches), batches
-        if reported:
-            self.totals["restores_with_note"] += 1
-            sent = next(a for a in _audits(outputs, "chat_agent_request"))
-            notes = [m for m in sent["details"]["messages"] if '"recovered": true' in m["content"]]
-            assert len(notes) == 1, sent["details"]["messages"]
+        in_transcript = {
+            c["event"]["id"]
+            for b in batches
+            if mode == "chat_agent_tools" and b["state"] == "committed"
+            for c in b["calls"]
+        }
+        sent = next(a for a in _audits(outputs, "chat_agent_request"))["details"]["messages"]
+        notes = [m for m in sent if '"recovered": true' in m["content"]]
+        noted = {
+            json.loads(line)["event_id"] for m in notes for line in m["content"].splitlines()[1:]
+        }
+        assert noted == set(expected), sent
+        assert len(notes) == (1 if noted else 0), sent
+        replies = {m.get("tool_call_id") for m in sent if m["role"] == "tool"}
+        assert in_transcript <= replies, sent
+        self.totals["restores_with_note"] += bool(notes)
+        self.totals["restores_with_results_in_transcript"] += bool(in_transcript)
         for entry in reported:
             self.totals[f"reported_{entry['status']}"] += 1
 

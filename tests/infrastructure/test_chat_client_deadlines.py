@@ -9,7 +9,12 @@ from __future__ import annotations
 import pytest
 
 from agent_lab.application.contracts import AgentParams
-from agent_lab.domain.errors import ConfigError, ProviderDeadlineExceeded, ProviderTimeout
+from agent_lab.domain.errors import (
+    ConfigError,
+    ProviderDeadlineExceeded,
+    ProviderHTTPError,
+    ProviderTimeout,
+)
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.testing.sse_server import Chunk, Pause, ScriptedResponse, SSETranscriptServer
@@ -128,6 +133,25 @@ async def test_retries_that_succeed_inside_the_deadline_report_their_attempts() 
         items = [item async for item in stream]
     assert [item.content for item in items if item.kind == "message_delta"] == ["late"]
     assert stream.timing.attempts == 2
+
+
+@pytest.mark.asyncio
+async def test_a_call_refused_after_its_retries_reports_every_attempt() -> None:
+    busy = ScriptedResponse.error(
+        503, {"error": {"message": "busy"}}, headers={"retry-after-ms": "20"}
+    )
+    async with (
+        SSETranscriptServer(busy, busy, busy) as server,
+        OpenAICompatibleChatClient(server.base_url, timeout=5, max_retries=2) as client,
+    ):
+        stream = client.stream_chat(
+            [ChatMessage(role="user", content="hi")], [], AgentParams(model="m")
+        )
+        with pytest.raises(ProviderHTTPError):
+            _ = [item async for item in stream]
+        assert server.request_count == 3
+    assert stream.timing.attempts == 3
+    assert stream.timing.connect_ms is None and stream.timing.total_ms is not None
 
 
 @pytest.mark.parametrize("options", [{"timeout": 0}, {"timeout": -1}, {"total_timeout": 0}])

@@ -10,7 +10,7 @@ import pytest
 
 from agent_lab.application.contracts import AgentParams
 from agent_lab.domain.errors import ProviderProtocolError
-from agent_lab.domain.messages import StreamItem, TokenUsage
+from agent_lab.domain.messages import ChatMessage, StreamItem, TokenUsage
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.testing.sse_server import Pause, ScriptedResponse, SSETranscriptServer
 
@@ -339,6 +339,37 @@ async def test_connection_dropped_mid_stream_raises_protocol_error(collect: Coll
     )
     with pytest.raises(ProviderProtocolError, match="broke off the stream"):
         await replay(response, collect)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("ending", ["dropped", "malformed"])
+async def test_a_stream_that_breaks_off_tells_its_time_and_the_usage_reported(
+    ending: str,
+) -> None:
+    usage = {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14}
+    events: list[dict[str, Any] | bytes] = [
+        {"choices": [{"index": 0, "delta": {"content": "Hi"}}]},
+        {"choices": [], "usage": usage},
+    ]
+    if ending == "malformed":
+        events.append(b'{"choices": [')
+    response = ScriptedResponse.sse(*events, done=False, abort=ending == "dropped")
+    items: list[StreamItem] = []
+    async with (
+        SSETranscriptServer(response) as server,
+        OpenAICompatibleChatClient(server.base_url, "sk-test-key", max_retries=0) as client,
+    ):
+        stream = client.stream_chat(
+            [ChatMessage(role="user", content="Hi")], [], AgentParams(model="m")
+        )
+        with pytest.raises(ProviderProtocolError):
+            async for item in stream:
+                items.append(item)
+
+    assert visible(items) == "Hi" and usages(items) == []  # no usage item: it never ended
+    timing = stream.timing
+    assert timing.first_chunk_ms is not None and timing.total_ms is not None
+    assert stream.usage == TokenUsage(prompt_tokens=12, completion_tokens=2, total_tokens=14)
 
 
 @pytest.mark.asyncio

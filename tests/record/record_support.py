@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,41 @@ async def run_once(
             async for output in runtime.run(run_request):
                 outputs.append(dict(output))
                 live.feed(output)
+    session_id = next(o["session_id"] for o in outputs if o.get("session_id"))
+    return outputs, live, session_id
+
+
+async def cancelled_session(
+    base_url: str,
+    database: Path,
+    registry: ToolRegistry,
+    run_request: DebugRunRequest,
+    *,
+    when: Callable[[dict[str, Any], list[dict[str, Any]]], bool],
+    prices: PriceTable | None = None,
+) -> tuple[list[dict[str, Any]], LiveRecords, str]:
+    """A persisted session whose turn is cancelled once ``when(output, outputs)``; then
+    its input is closed and its outputs drained. Returns them, the records folded live
+    from them and the session id."""
+    live = LiveRecords(prices=prices)
+    outputs: list[dict[str, Any]] = []
+    cancelled = False
+    async with OpenAICompatibleChatClient(base_url, max_retries=0) as client:
+        with SQLiteSessionStore(database) as store:
+            runtime = DebugRuntime(client, registry=registry, session_store=store)
+            async with runtime.session(run_request) as session:
+                async for output in session:
+                    outputs.append(dict(output))
+                    live.feed(output)
+                    if not cancelled and when(outputs[-1], outputs):
+                        assert runtime.cancel_turn()
+                        cancelled = True
+                    if output["type"] == "error":
+                        break
+                await session.close()
+                async for output in session:
+                    outputs.append(dict(output))
+                    live.feed(output)
     session_id = next(o["session_id"] for o in outputs if o.get("session_id"))
     return outputs, live, session_id
 

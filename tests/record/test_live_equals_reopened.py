@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent_lab.application.contracts import DebugRunRequest
-from agent_lab.application.record import LiveRecords, TurnRecord
-from agent_lab.application.runtime import DebugRuntime
+from agent_lab.application.record import TurnRecord
 from agent_lab.application.tools import ToolDefinition, ToolRegistry, build_default_tool_registry
-from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.infrastructure.simulator.provider import SimulatedProviderServer
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.infrastructure.tool_backends.backends import local_backends
@@ -26,6 +22,7 @@ from tests.record.record_support import (
     BUILTIN_TOOLS,
     answer,
     assert_same_records,
+    cancelled_session,
     reopened,
     request,
     run_once,
@@ -144,40 +141,6 @@ def _fast_and_slow(release: asyncio.Event) -> ToolRegistry:
     )
 
 
-async def _cancelled_session(
-    base_url: str,
-    database: Path,
-    registry: ToolRegistry,
-    run_request: DebugRunRequest,
-    *,
-    when: Callable[[dict[str, Any], list[dict[str, Any]]], bool],
-) -> tuple[list[dict[str, Any]], LiveRecords, str]:
-    """A persisted session whose turn is cancelled once ``when(output, outputs)``; then
-    its input is closed and its outputs drained. Returns them, the records folded live
-    from them and the session id."""
-    live = LiveRecords()
-    outputs: list[dict[str, Any]] = []
-    cancelled = False
-    async with OpenAICompatibleChatClient(base_url, max_retries=0) as client:
-        with SQLiteSessionStore(database) as store:
-            runtime = DebugRuntime(client, registry=registry, session_store=store)
-            async with runtime.session(run_request) as session:
-                async for output in session:
-                    outputs.append(dict(output))
-                    live.feed(output)
-                    if not cancelled and when(outputs[-1], outputs):
-                        assert runtime.cancel_turn()
-                        cancelled = True
-                    if output["type"] == "error":
-                        break
-                await session.close()
-                async for output in session:
-                    outputs.append(dict(output))
-                    live.feed(output)
-    session_id = next(o["session_id"] for o in outputs if o.get("session_id"))
-    return outputs, live, session_id
-
-
 @pytest.mark.asyncio
 @pytest.mark.parametrize("mode", ["dual_agent", "chat_agent_tools"])
 async def test_a_turn_cancelled_mid_tools_closes_every_open_call(
@@ -188,7 +151,7 @@ async def test_a_turn_cancelled_mid_tools_closes_every_open_call(
         sse_server.add(with_events("Working on it.", "fast_tool", "slow_tool"))
     else:
         sse_server.add(tool_calls(("call_fast", "fast_tool", {}), ("call_slow", "slow_tool", {})))
-    outputs, live, session_id = await _cancelled_session(
+    outputs, live, session_id = await cancelled_session(
         sse_server.base_url,
         database,
         _fast_and_slow(asyncio.Event()),
@@ -293,7 +256,7 @@ async def test_a_turn_cancelled_mid_answer_keeps_the_text_the_user_saw(
     database = tmp_path / "sessions.sqlite3"
     words = ("The bridge ", "was ", "built ", "in ", "1343.")
     sse_server.add(ScriptedResponse.sse(*_deltas(*words), pause=0.5))
-    outputs, live, session_id = await _cancelled_session(
+    outputs, live, session_id = await cancelled_session(
         sse_server.base_url,
         database,
         ToolRegistry(),

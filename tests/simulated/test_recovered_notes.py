@@ -43,7 +43,6 @@ async def test_tools_mode_reads_the_system_note_and_repeats_nothing_recorded(
     http: httpx.AsyncClient,
 ) -> None:
     note = DIRECT_MODE.recovery_note(_recovery("unknown"))
-    assert note is not None
     result = await stream(http, _tools_body(note.content))
 
     assert result.tool_calls == []
@@ -54,7 +53,6 @@ async def test_tools_mode_reads_the_system_note_and_repeats_nothing_recorded(
 @pytest.mark.asyncio
 async def test_a_call_that_never_ran_is_done_when_asked_again(http: httpx.AsyncClient) -> None:
     note = DIRECT_MODE.recovery_note(_recovery("not_executed"))
-    assert note is not None
     result = await stream(http, _tools_body(note.content))
 
     assert [call["name"] for call in result.tool_calls] == ["device__volume__adjust"]
@@ -64,7 +62,6 @@ async def test_a_call_that_never_ran_is_done_when_asked_again(http: httpx.AsyncC
 @pytest.mark.asyncio
 async def test_dual_mode_reads_the_recovered_results_message(http: httpx.AsyncClient) -> None:
     note = DUAL_MODE.recovery_note(_recovery("not_executed"))
-    assert note is not None
     body = dual_body(ASK)
     body["messages"] += [
         {"role": "user", "content": ASK},

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from agent_lab.application.session_store import INTERRUPTED_REASON
 from agent_lab.domain.errors import PersistenceFailed, UsageError
 from tests.store.store_support import journal_calls, ledger_batch
 from tests.store_conformance.conformance_support import Backend, call, tool_reply
@@ -133,6 +134,25 @@ def test_unreported_batches_are_abandoned_ones_and_those_of_unfinished_turns(
     assert store.list_unreported_batches("s") == []
     reported = {b["id"]: b["reported_turn"] for b in backend.open().list_batches("s")}
     assert (reported[abandoned], reported[cut_off], reported[finished]) == (5, 5, None)
+
+
+def test_a_committed_batch_of_a_turn_closed_as_interrupted_is_still_unreported(
+    backend: Backend,
+) -> None:
+    store = backend.open()
+    interrupted = ledger_batch(store, "i1", turn=1)
+    store.commit_batch(interrupted, [])
+    # the runtime that took the session over closed turn 1: its own runtime never did
+    store.complete_turn(
+        "s", 1, status="failed", failure_reason=INTERRUPTED_REASON, failure_message="gone"
+    )
+    failed = ledger_batch(store, "f1", turn=2)
+    store.commit_batch(failed, [])
+    store.complete_turn("s", 2, status="failed", failure_reason="provider_error:http_503")
+
+    assert [b["id"] for b in backend.open().list_unreported_batches("s")] == [interrupted]
+    store.mark_reported([interrupted], 3)
+    assert store.list_unreported_batches("s") == []
 
 
 def test_a_batch_is_reported_once_and_an_unknown_one_marks_nothing(backend: Backend) -> None:

@@ -175,3 +175,24 @@ def test_static_files_ship_with_the_package() -> None:
 
     names = {path.name for path in Path(static_dir()).iterdir()}
     assert {"index.html", "app.js", "style.css"} <= names
+
+
+def test_a_turn_killed_mid_batch_counts_as_a_failed_turn_once_restored(
+    settings: LabSettings,
+) -> None:
+    import asyncio
+
+    from tests.durability.interrupted_support import kill_mid_turn, restore
+
+    kill_mid_turn(settings.database(), "dual_agent", "killed", "mid_batch")
+    asyncio.run(restore(settings.database(), "dual_agent", "killed", "did it go through?"))
+
+    with in_process(settings) as (client, _, _):
+        (listed,) = client.get("/api/sessions").json()["sessions"]
+        detail = client.get("/api/sessions/killed").json()
+
+    assert (listed["status"], listed["failed_turns"]) == ("completed", 1)
+    turns = [(turn["turn_index"], turn["status"]) for turn in detail["turns"]]
+    records = [(record["turn_index"], record["status"]) for record in detail["records"]]
+    assert turns == records == [(1, "failed"), (2, "completed")]
+    assert detail["turns"][0]["failure_reason"] == detail["records"][0]["failure"]["reason"]

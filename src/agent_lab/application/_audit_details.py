@@ -59,8 +59,9 @@ def turn_completed(turn: TurnState, outcome: TurnOutcome) -> Details:
 
 def turn_closing(turn: TurnState, outcome: TurnOutcome) -> Details:
     """How a turn ended; for one that did not complete, why, the results of the batch it
-    left unfinished that were shown (and made durable) before it ended, and the text of a
-    chat stream it ended in the middle of (shown to the user, never answered in full)."""
+    left unfinished that were shown (and made durable) before it ended, and the text and
+    figures of a chat call it ended in the middle of (shown to the user, never answered
+    in full)."""
     details: Details = {"status": outcome.status}
     failure = outcome.failure
     if failure is not None:
@@ -71,7 +72,21 @@ def turn_closing(turn: TurnState, outcome: TurnOutcome) -> Details:
     if turn.streaming_text:
         content = "".join(turn.streaming_text)
         details["cut_short_answer"] = {"round_index": turn.round_index, "content": content}
+    if turn.unfinished_call is not None:
+        details["unfinished_call"] = turn.unfinished_call
     return details
+
+
+def unfinished_call(
+    round_index: int, call: ModelCall, metric_key: str, *, visible_ttft_ms: int | None
+) -> Details:
+    """A chat call the turn ended in the middle of: what was measured until it broke off
+    or was cancelled (the figures a ``chat_agent_response`` would have carried)."""
+    return {
+        "round_index": round_index,
+        "visible_ttft_ms": visible_ttft_ms,
+        "call": model_call(call, metric_key),
+    }
 
 
 def _shown_result(message: ChatMessage) -> Details:

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
-from agent_lab.application._metrics import CLIENT_CALLS, ModelCall
-from agent_lab.application.contracts import AgentParams
+from agent_lab.application._metrics import (
+    CLIENT_CALLS,
+    ModelCall,
+    ModelCallStatus,
+    chat_metric,
+    chat_metric_key,
+)
+from agent_lab.application._session_state import TurnState
+from agent_lab.application.contracts import AgentParams, ToolInvocationMode
 from agent_lab.application.ports import ChatClient
+from agent_lab.domain.errors import ModelBehaviorError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, StreamItem, StreamItemKind
 
@@ -67,6 +76,8 @@ class ChatRound:
     ttft_ms: int | None = field(default=None, init=False)
     """Visible TTFT: the first ``message_delta`` after the round started."""
     duplicate_call_id: str | None = field(default=None, init=False)
+    answered: bool = field(default=False, init=False)
+    """The call's ``chat_agent_response`` is out (and its metric noted)."""
     _events: list[ToolCallEvent] | None = field(default=None, init=False)
     _ignored: list[str] | None = field(default=None, init=False)
 
@@ -86,6 +97,12 @@ class ChatRound:
     def ignored_event_names(self) -> list[str]:
         """Event names the model wrote that were not on offer; they never ran."""
         return self._ignored if self._ignored is not None else []
+
+    def detected_events(self) -> list[ToolCallEvent]:
+        """The round's accepted events; a reused provider call id ends the turn."""
+        if self.duplicate_call_id is not None:
+            raise ModelBehaviorError(f"duplicate provider tool-call ID: {self.duplicate_call_id}")
+        return self.events
 
     def accept(self, event: ToolCallEvent) -> None:
         if self._events is None:
@@ -113,24 +130,37 @@ async def stream_round(client: ChatClient, auditor: Auditor, chat: ChatRound) ->
     measuring = chat.measure_provider_ttft
     first_of_client = CLIENT_CALLS.first_use(client)
     stream = client.stream_chat(chat.messages, chat.offer.tools, chat.params)
-    async for item in stream:  # the two kinds of every chunk, without a detour
-        kind = item.kind
-        if kind == "message_delta" and parts:  # a delta after the first: shown at once
-            content = item.content
-            parts.append(content)
-            await output.put(_outputs.message_delta(content))
-            continue
-        if measuring:  # provider TTFT: the call's first item of any kind
-            measuring = False
-            call.ttft_ms = _outputs.elapsed_ms(chat.requested_at, auditor.clock())
-        if kind == "raw_chunk":  # kept for the response audit (no await on this path)
-            if item.raw_chunk is not None:
-                call.add_chunk(item.raw_chunk, item.raw_json)
-        elif kind == "message_delta":
-            await _first_delta(auditor, chat, item.content)
-        else:
-            await _take(auditor, chat, item)
-    await _finish(auditor, chat)
+    try:
+        async for item in stream:  # the two kinds of every chunk, without a detour
+            kind = item.kind
+            if kind == "message_delta" and parts:  # a delta after the first: shown at once
+                content = item.content
+                parts.append(content)
+                await output.put(_outputs.message_delta(content))
+                continue
+            if measuring:  # provider TTFT: the call's first item of any kind
+                measuring = False
+                call.ttft_ms = _outputs.elapsed_ms(chat.requested_at, auditor.clock())
+            if kind == "raw_chunk":  # kept for the response audit (no await on this path)
+                if item.raw_chunk is not None:
+                    call.add_chunk(item.raw_chunk, item.raw_json)
+            elif kind == "message_delta":
+                await _first_delta(auditor, chat, item.content)
+            else:
+                await _take(auditor, chat, item)
+        await _finish(auditor, chat)
+    except BaseException as exc:  # broke off or cancelled: keep what was measured
+        call.failed = not isinstance(exc, asyncio.CancelledError)
+        call.latency_ms = _outputs.elapsed_ms(chat.requested_at, auditor.clock())
+        _observe(chat, stream, first_of_client)
+        raise
+    _observe(chat, stream, first_of_client)
+
+
+def _observe(chat: ChatRound, stream: object, first_of_client: bool) -> None:
+    """The client's figures of the call once its stream ended (or broke off); visible
+    TTFT leaves out the warm-up the call waited for."""
+    call = chat.call
     call.observe(stream, first_of_client=first_of_client)
     warmup = round(call.warmup_ms)
     if chat.ttft_ms is not None and warmup:
@@ -184,3 +214,22 @@ async def _finish(auditor: Auditor, chat: ChatRound) -> None:
             "chat_message_stream_finished",
             _audit_details.stream_finished(chat.round_index, parts),
         )
+
+
+def close_unfinished(
+    turn: TurnState, chat: ChatRound | None, mode: ToolInvocationMode, *, cancelled: bool = False
+) -> None:
+    """A chat call the turn ends in the middle of (``chat``, unless it was answered) is
+    still a call made: its metric (``failed``, or ``cancelled`` when the turn was) with
+    what was measured until then, and the same figures for the turn's closing audit
+    (``unfinished_call``)."""
+    if chat is None or chat.answered:
+        return
+    status: ModelCallStatus = "cancelled" if cancelled else "failed"
+    call, index, round_index = chat.call, turn.index, chat.round_index
+    metric = chat_metric(call, turn_index=index, round_index=round_index, mode=mode, status=status)
+    turn.metrics += (metric,)
+    key = chat_metric_key(index, round_index)
+    turn.unfinished_call = _audit_details.unfinished_call(
+        round_index, call, key, visible_ttft_ms=chat.ttft_ms
+    )

@@ -21,6 +21,8 @@ from agent_lab.domain.json_values import JsonTextList
 from agent_lab.domain.messages import TokenUsage
 
 ColdReason = Literal["client_warm_up", "first_call_of_client"]
+ModelCallStatus = Literal["success", "failed", "cancelled"]
+"""A model call's persisted status, in the words of a tool execution's (``EventStatus``)."""
 
 
 @dataclass
@@ -43,6 +45,9 @@ class ModelCall:
     cold_reasons: tuple[ColdReason, ...] = ()
     """Why the call is cold, if it is: it waited for client warm-up, or it was the
     first call this process made through its client (connection setup)."""
+    failed: bool = False
+    """The call broke off: its stream ended in an error (its figures are what was
+    measured until then)."""
     _texts: bytearray = field(default_factory=bytearray, repr=False)
     """The chunks' JSON texts, end to end."""
     _marks: bytearray = field(default_factory=bytearray, repr=False)
@@ -57,7 +62,9 @@ class ModelCall:
 
     def observe(self, stream: object, *, first_of_client: bool) -> None:
         """Take the client's timing of ``stream`` once it ended; provider TTFT comes from
-        it when the client measured it, so it never includes client warm-up."""
+        it when the client measured it, so it never includes client warm-up. The usage
+        the stream reports (``stream.usage``) is taken when no ``usage`` item came: the
+        stream broke off after the provider reported it."""
         timing = getattr(stream, "timing", None)
         self.timing = timing if isinstance(timing, CallTiming) else None
         reasons: list[ColdReason] = []
@@ -68,6 +75,9 @@ class ModelCall:
         self.cold_reasons = tuple(reasons)
         if self.timing is not None and self.timing.first_chunk_ms is not None:
             self.ttft_ms = round(self.timing.first_chunk_ms)
+        reported = getattr(stream, "usage", None)
+        if self.usage is None and isinstance(reported, TokenUsage):
+            self.usage = reported  # a stream that broke off after its usage report
 
     @property
     def warmup_ms(self) -> float:
@@ -194,8 +204,15 @@ def tool_metric_key(turn_index: int, round_index: int, event_id: str) -> str:
 
 
 def chat_metric(
-    call: ModelCall, *, turn_index: int, round_index: int, mode: ToolInvocationMode
+    call: ModelCall,
+    *,
+    turn_index: int,
+    round_index: int,
+    mode: ToolInvocationMode,
+    status: ModelCallStatus | None = None,
 ) -> CallMetric:
+    """A chat call's metric; ``status`` defaults to what the call says of itself
+    (``cancelled`` is the engine's to say: the call cannot tell)."""
     return _model_metric(
         call,
         metric_key=chat_metric_key(turn_index, round_index),
@@ -204,6 +221,7 @@ def chat_metric(
         turn_index=turn_index,
         round_index=round_index,
         mode=mode,
+        status=status,
     )
 
 
@@ -243,7 +261,10 @@ def _model_metric(
     mode: ToolInvocationMode,
     event_id: str | None = None,
     event_name: str | None = None,
+    status: ModelCallStatus | None = None,
 ) -> CallMetric:
+    """What was measured of the call, finished or not: tokens only as reported
+    (``usage_reported=False`` with zeros otherwise), never estimated."""
     usage = call.usage or NO_USAGE
     return CallMetric(
         metric_key=metric_key,
@@ -262,6 +283,7 @@ def _model_metric(
         usage_reported=call.usage is not None,
         ttft_ms=call.ttft_ms,
         latency_ms=call.latency_ms,
+        status=status or ("failed" if call.failed else "success"),
     )
 
 

@@ -34,9 +34,8 @@ class ToolMode:
     run_batch: Callable[[RoundContext, ChatRound], Awaitable[BatchRun]]
     restore: Callable[[list[ChatMessage]], list[ChatMessage]]
     """The persisted history as this mode may send it again (DESIGN.md §8)."""
-    recovery_note: Callable[[Recovery], ChatMessage | None]
-    """The labelled note that gives interrupted batches' effects back (§9.4); ``None``
-    when the history already holds them all."""
+    recovery_note: Callable[[Recovery], ChatMessage]
+    """The labelled note that gives interrupted batches' effects back (§9.4)."""
     keeps_recovery_note: bool
     """The note is stored with the turn, so every later request (live or restored)
     carries it; otherwise only the live history keeps it, as only the visible history

@@ -23,12 +23,14 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
+from agent_lab.application._interrupted import recover_interrupted
 from agent_lab.application._recording import FinishedTurn
 from agent_lab.application._recovery import KeptNote, Recovery, recovery_from_batches
+from agent_lab.application._restore import StoredSession, request_snapshot
 from agent_lab.application._store_access import (
     NOW_CHARS,
     NOW_RAW_BYTES,
@@ -60,22 +62,6 @@ BufferedAudits = list[tuple[int | None, str, dict[str, Any]]]
 
 LEASE_SECONDS = 30.0
 _HOST = socket.gethostname()
-
-
-@dataclass(frozen=True)
-class StoredSession:
-    """What a reconnecting runtime reads back."""
-
-    session_id: str
-    records: list[dict[str, Any]]
-    next_turn_index: int
-    recovery: Recovery = Recovery()
-    """Interrupted batches whose effects the model has not been told about yet."""
-
-
-def request_snapshot(request: DebugRunRequest) -> dict[str, Any]:
-    """The session's config snapshot: the request without its turn-specific fields."""
-    return request.model_dump(mode="json", exclude={"user_message", "session_id"})
 
 
 class SessionRecorder:
@@ -202,7 +188,7 @@ class SessionRecorder:
             if empty:
                 return StoredSession(session_id, [], 1), token
             records = store.list_messages(session_id)
-            recovery = recovery_from_batches(store.list_unreported_batches(session_id))
+            recovery = recover_interrupted(store, session_id)  # the claim is ours now
             turn = store.next_turn_index(session_id)
             return StoredSession(session_id, records, turn, recovery), token
 

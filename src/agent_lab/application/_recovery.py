@@ -38,7 +38,7 @@ DUAL_HEADER = (
     "check before repeating them. Calls marked not_executed never ran."
 )
 DIRECT_HEADER = (
-    "Recovered tool results: a previous turn was interrupted while its tools ran. "
+    "Recovered tool results: a previous turn was interrupted before it answered. "
     "Calls marked succeeded or failed already ran: do not repeat them. Calls marked "
     "unknown may have run: check before repeating them. Calls marked not_executed "
     "never ran."
@@ -68,13 +68,11 @@ class RecoveredCall:
     idempotency_key: str | None = None
     result: Any = None
     """The recorded payload (``succeeded`` / ``failed`` only)."""
-    committed: bool = False
-    """Its batch committed (a ``chat_agent_tools`` restore sends it as it was)."""
 
     def audit_entry(self) -> dict[str, Any]:
-        """Every field but the recorded ``result`` and ``committed``."""
+        """Every field but the recorded ``result``."""
         entry = asdict(self)
-        del entry["result"], entry["committed"]
+        del entry["result"]
         return entry
 
     def note_line(self) -> str:
@@ -163,7 +161,6 @@ def _recovered_call(batch: dict[str, Any], call: dict[str, Any]) -> RecoveredCal
         status=status,
         idempotency_key=call.get("idempotency_key"),
         result=_payload(call.get("result")) if status in ("succeeded", "failed") else None,
-        committed=batch.get("state") == "committed",
     )
 
 
@@ -184,12 +181,13 @@ def dual_note(recovery: Recovery) -> ChatMessage:
     return ChatMessage(role="user", content=f"{DUAL_HEADER}\n{lines}", name=EVENT_AGENT_NAME)
 
 
-def direct_note(recovery: Recovery) -> ChatMessage | None:
+def direct_note(recovery: Recovery) -> ChatMessage:
     """``chat_agent_tools``: a system note (a ``tool`` message without its batch would be
-    an orphan, which providers reject). A committed batch is left out: the restored
-    transcript holds it, calls and results (DESIGN.md §8). ``None`` when nothing is left."""
-    lines = "\n".join(call.note_line() for call in recovery.calls if not call.committed)
-    return ChatMessage(role="system", content=f"{DIRECT_HEADER}\n{lines}") if lines else None
+    an orphan, which providers reject). A committed batch of a turn that died is in it
+    too, though the restored transcript holds its results: the note comes after the
+    user's new message, which may ask again for what already ran."""
+    lines = "\n".join(call.note_line() for call in recovery.calls)
+    return ChatMessage(role="system", content=f"{DIRECT_HEADER}\n{lines}")
 
 
 class MemoryLedger:

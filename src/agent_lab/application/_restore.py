@@ -18,6 +18,8 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
+from agent_lab.application._recovery import Recovery
+from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.domain.errors import InvalidStoredRow
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, Role
@@ -95,3 +97,19 @@ def _first_problem(exc: ValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first.get("loc", ())) or "value"
     return f"{where}: {first.get('msg', 'invalid')}"
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """What a reconnecting runtime reads back."""
+
+    session_id: str
+    records: list[dict[str, Any]]
+    next_turn_index: int
+    recovery: Recovery = Recovery()
+    """Interrupted batches whose effects the model has not been told about yet."""
+
+
+def request_snapshot(request: DebugRunRequest) -> dict[str, Any]:
+    """The session's config snapshot: the request without its turn-specific fields."""
+    return request.model_dump(mode="json", exclude={"user_message", "session_id"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from agent_lab.application._recording import NULL_RECORDER, MemoryRecorder, Recorder
 from agent_lab.application._recovery import NO_RECOVERY, Recovery
@@ -80,6 +80,9 @@ class TurnState:
     """Results of the batch the turn abandoned that were made durable before it ended."""
     streaming_text: list[str] = field(default_factory=list)
     """The deltas shown of the round streaming now, until its response is audited."""
+    unfinished_call: dict[str, Any] | None = None
+    """The figures of the chat call the turn ended in the middle of (it broke off or
+    was cancelled), for the turn's closing audit."""
     recovered: tuple[str, ...] = ()
     """Journal ids of interrupted batches this turn reported to the model."""
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol, assert_never
 from agent_lab.application import _audit_details, _outputs, _policies
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import BatchRun, EventServices, RoundContext
-from agent_lab.application._chat_round import ChatRound, stream_round
+from agent_lab.application._chat_round import ChatRound, close_unfinished, stream_round
 from agent_lab.application._metrics import (
     RawChunks,
     argument_metric,
@@ -42,10 +42,8 @@ from agent_lab.application.tools import ToolRegistry
 from agent_lab.domain.errors import (
     AgentLabError,
     InternalError,
-    ModelBehaviorError,
     TurnLimitExceeded,
 )
-from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
 logger = logging.getLogger("agent_lab.application.runtime")
@@ -108,6 +106,7 @@ class TurnEngine:
         The caller runs it in a task of its own and cancels that task to stop the turn
         (``cancel_turn``, or the wall-time limit ``deps.limits.max_seconds``).
         """
+        chat: ChatRound | None = None
         try:
             await self._open_turn(turn, user)
             while True:  # one round per pass, through the protocol's phases
@@ -126,13 +125,16 @@ class TurnEngine:
                     case _:
                         assert_never(step)
         except AgentLabError as exc:
+            close_unfinished(turn, chat, self.mode.name)
             await self._abandon_open_batch(turn)
             return TurnOutcome("failed", exc)
         except asyncio.CancelledError:
+            close_unfinished(turn, chat, self.mode.name, cancelled=True)
             await self._abandon_open_batch(turn)
             raise
         except Exception as exc:  # a bug in a client or tool must not kill the session
             logger.exception("turn %s failed unexpectedly", turn.index)
+            close_unfinished(turn, chat, self.mode.name)
             await self._abandon_open_batch(turn)
             return TurnOutcome("failed", InternalError(f"turn failed: {exc}"))
 
@@ -188,7 +190,7 @@ class TurnEngine:
         """Detect events → run batch → decide → persist → stats (the turn's loop
         awaits the stream itself: no frame of the round's lives while it streams)."""
         await self._audit_response(turn, streamed)
-        events = _detected_events(streamed)
+        events = streamed.detected_events()
         if not events:
             await self._persist_answer(turn, streamed)
             step: NextStep = Finish()
@@ -270,6 +272,9 @@ class TurnEngine:
         fill = RawChunks(call, details, keep_texts=self.session.recorder.persistent)
         await self.auditor.emit("chat_agent_response", details, now=answered_at, complete=fill)
         turn.streaming_text = []  # the response audit holds the round's text now
+        streamed.answered = True
+        mode, index = self.mode.name, turn.round_index
+        turn.metrics += (chat_metric(call, turn_index=turn.index, round_index=index, mode=mode),)
 
     def _round_context(self, turn: TurnState) -> RoundContext:
         services = self.deps.event_services()
@@ -379,17 +384,6 @@ class TurnEngine:
         loop = asyncio.get_running_loop()
         finished["loop_lag_ms"] = monitor_for(loop).max_between(streamed.loop_started, loop.time())
         await self.auditor.emit("chat_round_finished", finished)
-        metric = chat_metric(
-            streamed.call, turn_index=turn.index, round_index=turn.round_index, mode=self.mode.name
-        )
-        turn.metrics += (metric,)
-
-
-def _detected_events(streamed: ChatRound) -> list[ToolCallEvent]:
-    """The round's accepted events; a reused provider call id ends the turn."""
-    if streamed.duplicate_call_id is not None:
-        raise ModelBehaviorError(f"duplicate provider tool-call ID: {streamed.duplicate_call_id}")
-    return streamed.events
 
 
 def as_user_message(item: Any) -> ChatMessage | None:

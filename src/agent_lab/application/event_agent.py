@@ -279,6 +279,7 @@ class EventAgent:
                     arguments = dict(item.event.arguments)
         except AgentLabError as exc:
             problem = _cause(exc)
+            call.failed = True
         call.latency_ms = elapsed_ms(started, self.clock())
         call.observe(stream, first_of_client=first_of_client)
         return call, arguments or {}, problem

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Final, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -43,6 +43,15 @@ starts), ``dispatched`` (durable right before its handler runs), then its outcom
 an abandoned batch's dispatched calls become ``unknown`` (the effect may have
 happened) and its pending ones ``cancelled`` (it did not)."""
 BatchState = Literal["pending", "committed", "cancelled", "failed"]
+
+INTERRUPTED_REASON: Final = "interrupted"
+"""The ``failure_reason`` of a turn whose runtime stopped before the turn ended (its
+process died): the runtime that claims the session next closes the turn's row as
+``failed`` with it (``_interrupted``), and the turn's record reads the same. The
+journal still counts the turn as unfinished: its committed batches stay unreported
+(``list_unreported_batches``) until a turn gives them back to the model."""
+INTERRUPTED_MESSAGE: Final = "the runtime running this turn stopped before the turn ended"
+"""The readable message that goes with ``INTERRUPTED_REASON``."""
 
 
 class CallMetric(BaseModel):

@@ -4,7 +4,9 @@ A wire client returns, from ``stream_chat``, a stream object with a ``timing`` a
 holding a ``CallTiming``; test doubles that yield plain ``StreamItem``s have none (read it
 with ``getattr(stream, "timing", None)``). Fields fill in as the call progresses: by the
 time the first item is yielded ``warmup_ms``, ``connect_ms`` and ``first_chunk_ms`` are
-set; ``total_ms`` is set when the stream ends (or fails).
+set; ``total_ms`` is set when the stream ends (or fails). Such a stream may also have a
+``usage`` attribute, the provider's last usage report once it ended: the tokens of a
+call that broke off after the report, which then yields no ``usage`` item.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from agent_lab.domain.errors import (
     UsageError,
 )
 from agent_lab.domain.messages import ChatMessage, StreamItem
-from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream
+from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream, report_at_end
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
 from agent_lab.infrastructure.openai_compat.client_options import (
     check_base_url,
@@ -245,8 +245,9 @@ class OpenAICompatibleChatClient:
             ProviderConnectionError: The endpoint could not be reached.
             ProviderProtocolError: A malformed or truncated stream, or an error mid-stream.
         """
-        timing = CallTiming()
-        return ChatStream(self._stream(messages, tools, params, tool_choice, timing), timing)
+        return ChatStream(
+            lambda out: self._stream(messages, tools, params, tool_choice, out), CallTiming()
+        )
 
     async def _stream(
         self,
@@ -254,8 +255,9 @@ class OpenAICompatibleChatClient:
         tools: list[dict[str, Any]],
         params: AgentParams,
         tool_choice: dict[str, Any] | None,
-        timing: CallTiming,
+        out: ChatStream,
     ) -> AsyncIterator[StreamItem]:
+        timing = out.timing
         validate_tool_transcript(messages)
         if self._closed:
             raise UsageError("the chat client is closed")
@@ -273,8 +275,11 @@ class OpenAICompatibleChatClient:
             mask=self._mask,
         )
         idle, total_deadline = self._idle, started + self._total
-        with map_provider_errors(
-            self._endpoint, mask=self._mask, elapsed=lambda: loop.time() - started
+        with (
+            map_provider_errors(
+                self._endpoint, mask=self._mask, elapsed=lambda: loop.time() - started
+            ),
+            report_at_end(out, stream, loop, sent),
         ):
             async with AsyncExitStack() as stack:
                 deadline = min(started + idle, total_deadline)
@@ -306,7 +311,6 @@ class OpenAICompatibleChatClient:
                         timing.first_chunk_ms = _ms(loop.time() - sent)
                     for item in items:
                         yield item
-        timing.total_ms = _ms(loop.time() - sent)
         for item in stream.finish():
             yield item
 

@@ -17,6 +17,21 @@ def finish_call(
     """Mark ``call`` succeeded at ``at`` with the usage, model and timings of ``figures``."""
     call.status = "succeeded"
     call.ended_ms = at
+    take_figures(call, figures, visible_ttft_ms=visible_ttft_ms)
+
+
+def break_off_call(call: ModelCallRecord, figures: Details, *, visible_ttft_ms: int | None) -> None:
+    """What was measured of a call the turn ended in the middle of (the closing audit's
+    ``unfinished_call``); it ends where its latency says, and the turn's close sets its
+    state (``failed`` with the turn's reason, or ``cancelled``)."""
+    take_figures(call, figures, visible_ttft_ms=visible_ttft_ms)
+    latency = call.timings.latency_ms
+    if call.started_ms is not None and latency is not None:
+        call.ended_ms = call.started_ms + latency
+
+
+def take_figures(call: ModelCallRecord, figures: Details, *, visible_ttft_ms: int | None) -> None:
+    """The usage, model and timings of ``figures`` (a ``model_call`` audit entry)."""
     usage = figures.get("usage")
     call.usage = TokenUsage.model_validate(usage) if usage is not None else None
     call.model = figures.get("model", call.model)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from agent_lab.application.record.model import FailureRecord, TurnRecord
@@ -63,3 +64,22 @@ def _close_open_parts(record: TurnRecord, reason: str | None) -> None:
     for round_record in record.rounds:
         if round_record.status == "running":
             round_record.status = "failed" if failed else "cancelled"
+
+
+_LEDGER_OUTCOMES: dict[str, tuple[str, str | None]] = {
+    "succeeded": ("succeeded", None),
+    "failed": ("failed", "tool_failed:error"),
+    "unknown": ("failed", "outcome_unknown"),
+}
+"""A closed-as-cancelled tool's state from the effect ledger's outcome of its call."""
+
+
+def apply_ledger_outcomes(record: TurnRecord, outcomes: Mapping[str, str]) -> None:
+    """Correct the tools the turn's close left ``cancelled`` by what the effect ledger
+    recorded of their calls (``outcomes``: event id → recovered status): a call is
+    ``cancelled`` only when its effect did not happen (DESIGN.md §9.4); one whose
+    outcome is unknown may have run, and fails as ``outcome_unknown``."""
+    for tool in record.tool_executions:
+        known = _LEDGER_OUTCOMES.get(outcomes.get(tool.event_id, ""))
+        if tool.status == "cancelled" and known is not None:
+            tool.status, tool.failure_reason = known  # type: ignore[assignment]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_lab.application.pricing import PriceTable
-from agent_lab.application.record._call_figures import finish_call
+from agent_lab.application.record._call_figures import break_off_call, finish_call
 from agent_lab.application.record._closing import close_turn, tool_failure_reason
 from agent_lab.application.record._costs import priced
 from agent_lab.application.record._turn_audits import belongs_to_turn, recovered_call
@@ -302,6 +302,9 @@ class TurnRecordBuilder:
         cut_short = d.get("cut_short_answer")
         if cut_short is not None:  # the user saw this much of an answer that never ended
             self._round(cut_short["round_index"], seq).text = cut_short["content"]
+        unfinished = d.get("unfinished_call")
+        if unfinished is not None:  # what was measured of the call the turn ended in
+            self._unfinished_call(seq, unfinished)
         for entry in d.get("unfinished_results", []):
             tool = next(
                 (
@@ -316,6 +319,13 @@ class TurnRecordBuilder:
                 if tool.status != "succeeded":
                     self._tool_failure(seq, tool)
         close_turn(record, d["status"], d.get("failure_reason"), d.get("failure_message"), seq=seq)
+
+    def _unfinished_call(self, seq: int, d: Details) -> None:
+        figures, ttft = d.get("call") or {}, d.get("visible_ttft_ms")
+        call = self._calls.get(figures.get("metric_key", ""))
+        if call is not None and call.status == "running":
+            break_off_call(call, figures, visible_ttft_ms=ttft)
+        self._round(d["round_index"], seq).visible_ttft_ms = ttft
 
 
 def _apply_result(tool: ToolExecutionRecord, entry: Details) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from agent_lab.application._recovery import recovery_from_batches
 from agent_lab.application.pricing import PriceTable
-from agent_lab.application.record._closing import close_turn
+from agent_lab.application.record._closing import apply_ledger_outcomes, close_turn
 from agent_lab.application.record._turn_audits import (
     belongs_to_turn,
     recovered_call,
@@ -21,9 +21,9 @@ from agent_lab.application.record._turn_audits import (
 )
 from agent_lab.application.record.fold import TurnRecordBuilder
 from agent_lab.application.record.model import RecoveredCallRecord, RequestRef, TurnRecord
+from agent_lab.application.session_store import INTERRUPTED_MESSAGE, INTERRUPTED_REASON
 
 _CLOSED_STATES = frozenset({"completed", "terminated", "failed", "cancelled"})
-INTERRUPTED_MESSAGE = "the runtime running this turn stopped before the turn ended"
 
 
 def session_records(
@@ -57,6 +57,7 @@ def session_records(
             builders[turn_index].recovered(restored.pop(turn_index, []))
         return builders[turn_index]
 
+    outcomes: Outcomes = {}
     for row in audits:
         turn_index, event, details = row.get("turn_index"), row["event"], row["details"]
         reported = restored_calls(event, details)
@@ -64,6 +65,7 @@ def session_records(
             restored.setdefault(reported[0], []).extend(reported[1])
         elif turn_index is not None and belongs_to_turn(event, details):
             builder(int(turn_index)).add(event, details)
+        note_outcomes(outcomes, event, details)
     for turn in turns:
         status, found = turn.get("status"), builder(int(turn["turn_index"]))
         found.know_user_message(turn.get("user_message"))
@@ -73,10 +75,23 @@ def session_records(
     for index, found in builders.items():
         if index < last and not found.closed:  # a later turn ran: this one never will end
             found.close(*_INTERRUPTED)
-    return [builders[index].build() for index in sorted(builders)]
+    records = [builders[index].build() for index in sorted(builders)]
+    for record in records:
+        apply_ledger_outcomes(record, outcomes.get(record.turn_index, {}))
+    return records
 
 
-_INTERRUPTED = ("failed", "interrupted", INTERRUPTED_MESSAGE)
+_INTERRUPTED = ("failed", INTERRUPTED_REASON, INTERRUPTED_MESSAGE)
+
+Outcomes = dict[int, dict[str, str]]
+"""What the effect ledger reported of interrupted calls: turn → event id → status."""
+
+
+def note_outcomes(outcomes: Outcomes, event: str, details: Mapping[str, Any]) -> None:
+    """Add the ``recovered_calls`` a ``session_started`` or ``turn_started`` lists."""
+    if event in ("session_started", "turn_started"):
+        for call in details.get("recovered_calls") or ():
+            outcomes.setdefault(int(call["turn_index"]), {})[str(call["event_id"])] = call["status"]
 
 
 def interrupted(record: TurnRecord) -> TurnRecord:
@@ -130,12 +145,14 @@ class LiveRecords:
         self._current: int | None = None
         self._builders: dict[int, TurnRecordBuilder] = {}
         self._restored: dict[int, list[Mapping[str, Any]]] = {}
+        self._outcomes: Outcomes = {}
 
     def feed(self, message: Mapping[str, Any]) -> int | None:
         """Take one output message; returns the turn index its audit went to, if any."""
         if message.get("type") != "audit":
             return None
         event, details = message["event"], message["details"]
+        note_outcomes(self._outcomes, event, details)
         if event == "session_started":
             self._session_id = details.get("session_id")
             self._current = details.get("first_turn_index")
@@ -156,7 +173,18 @@ class LiveRecords:
 
     def record(self, turn_index: int) -> TurnRecord:
         """The record of one turn so far."""
-        return self._builders[turn_index].build()
+        return self.corrected(self._builders[turn_index].build())
+
+    def corrected(self, record: TurnRecord) -> TurnRecord:
+        """``record`` with its tools as the effect ledger reported them since (as
+        ``session_records`` reads them once the session is reopened)."""
+        apply_ledger_outcomes(record, self._outcomes.get(record.turn_index, {}))
+        return record
+
+    def reported_before(self, turn_index: int) -> list[TurnRecord]:
+        """Records of earlier turns still held whose calls a later turn reported."""
+        held = sorted(i for i in self._outcomes if i < turn_index and i in self._builders)
+        return [self.record(index) for index in held]
 
     def forget_before(self, turn_index: int) -> None:
         """Drop the builders of the turns before this one (a long-lived session keeps
@@ -165,4 +193,4 @@ class LiveRecords:
             del self._builders[index]
 
     def records(self) -> list[TurnRecord]:
-        return [self._builders[index].build() for index in sorted(self._builders)]
+        return [self.record(index) for index in sorted(self._builders)]

@@ -87,6 +87,10 @@ class ChunkStream:
             self._event(event, items)
         return items
 
+    def reported_usage(self) -> TokenUsage | None:
+        """The last usage report so far (``None`` before one arrived)."""
+        return token_usage(self._usage) if self._usage is not None else None
+
     def finish(self) -> list[StreamItem]:
         """Ends the stream: held-back text, pending calls and the usage report.
 

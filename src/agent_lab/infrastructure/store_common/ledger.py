@@ -17,7 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_lab.application.session_store import BatchIntent, BatchJournal, BatchState, CallStatus
+from agent_lab.application.session_store import (
+    INTERRUPTED_REASON,
+    BatchIntent,
+    BatchJournal,
+    BatchState,
+    CallStatus,
+)
 from agent_lab.domain.errors import UsageError
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite.records import dumps, message_json, now_iso
@@ -38,8 +44,11 @@ _UNREPORTED = (
     " AND b.reported_turn IS NULL AND b.state != 'pending'"
     " AND (b.state != 'committed' OR EXISTS (SELECT 1 FROM turns AS t"
     "  WHERE t.session_id = b.session_id AND t.turn_index = b.turn_index"
-    "  AND t.completed_at IS NULL))"
+    f"  AND (t.completed_at IS NULL OR t.failure_reason = '{INTERRUPTED_REASON}')))"
 )
+"""Abandoned batches, and committed ones of a turn that never finished: still open, or
+closed as interrupted by the runtime that took the session over (its own runtime
+never ended it)."""
 
 
 class Ledger(BatchStatements, BatchJournal):
@@ -189,7 +198,8 @@ class Ledger(BatchStatements, BatchJournal):
         """Batches whose effects the model has not been told about, oldest first.
 
         Abandoned batches, and committed batches of a turn that never finished (its
-        runtime died), not yet ``mark_reported``; rows as in ``list_batches``.
+        runtime died: the turn is still ``running``, or closed with the reason
+        ``interrupted``), not yet ``mark_reported``; rows as in ``list_batches``.
         """
         return self._select_batches(session_id, _UNREPORTED)
 

@@ -58,8 +58,11 @@ class RecordFeed:
             return []
         frames = []
         if event == "turn_started":
+            corrected = self._records.reported_before(turn_index)  # by the effect ledger
             self._records.forget_before(turn_index)  # earlier turns are closed
-            frames = [_frame(interrupted(r)) for r in self._close_left_open(turn_index)]
+            left_open = self._close_left_open(turn_index)
+            frames = [_frame(self._records.corrected(interrupted(r))) for r in left_open]
+            frames += [_frame(record) for record in corrected]
         record = self._records.record(turn_index)
         if event != "turn_started" or record.recovered_calls:
             frames.append(_frame(record))
