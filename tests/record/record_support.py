@@ -11,7 +11,7 @@ from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventA
 from agent_lab.application.pricing import PriceTable
 from agent_lab.application.record import LiveRecords, TurnRecord, session_records
 from agent_lab.application.runtime import DebugRuntime
-from agent_lab.application.tools import ToolRegistry
+from agent_lab.application.tools import ArgumentResolver, ToolDefinition, ToolRegistry
 from agent_lab.domain.events import EVENT_BLOCK_END, EVENT_BLOCK_START
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
@@ -184,3 +184,31 @@ def stored_anywhere(database: Path, text: str) -> bool:
     """Whether ``text`` is in the database file or any file beside it (WAL, journal)."""
     needle = text.encode()
     return any(needle in file.read_bytes() for file in database.parent.glob(database.name + "*"))
+
+
+def notes_tool(
+    ran: list[dict[str, Any]] | None = None, resolver: ArgumentResolver | None = None
+) -> ToolRegistry:
+    """One ``notes_add`` tool taking a string ``note`` (noted in ``ran``); without a
+    ``resolver`` its arguments take a forced argument call."""
+
+    def add(event: Any) -> dict[str, Any]:
+        if ran is not None:
+            ran.append(dict(event.arguments))
+        return {"tool": "notes_add", "kept": event.arguments["note"]}
+
+    return ToolRegistry(
+        [
+            ToolDefinition(
+                name="notes_add",
+                description="Keep a note.",
+                parameters={
+                    "type": "object",
+                    "properties": {"note": {"type": "string"}},
+                    "required": ["note"],
+                },
+                handler=add,
+                argument_resolver=resolver,
+            )
+        ]
+    )

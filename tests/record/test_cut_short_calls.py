@@ -16,7 +16,7 @@ import pytest
 
 from agent_lab.application.pricing import PriceTable
 from agent_lab.application.record import ModelCallRecord, TurnRecord
-from agent_lab.application.tools import ToolDefinition, ToolRegistry
+from agent_lab.application.tools import ToolRegistry
 from agent_lab.infrastructure.prices import price_table
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.interfaces.web.records import session_record
@@ -26,6 +26,7 @@ from tests.record.record_support import (
     answer,
     assert_same_records,
     cancelled_session,
+    notes_tool,
     reopened,
     request,
     run_once,
@@ -265,24 +266,6 @@ async def test_a_call_cancelled_mid_answer_is_a_cancelled_call_with_its_figures(
     _assert_every_view_agrees(database, session_id, record, prices, lab_home)
 
 
-def _notes() -> ToolRegistry:
-    """One tool with no resolver: its arguments take a forced call."""
-    return ToolRegistry(
-        [
-            ToolDefinition(
-                name="notes_add",
-                description="Keep a note.",
-                parameters={
-                    "type": "object",
-                    "properties": {"note": {"type": "string"}},
-                    "required": ["note"],
-                },
-                handler=lambda event: {"tool": "notes_add", "kept": event.arguments["note"]},
-            )
-        ]
-    )
-
-
 @pytest.mark.asyncio
 @pytest.mark.parametrize("how", ["connection_dropped", "malformed_chunk"])
 async def test_an_argument_call_broken_off_is_a_failed_call_with_its_figures(
@@ -298,7 +281,7 @@ async def test_an_argument_call_broken_off_is_a_failed_call_with_its_figures(
         sse_server.base_url,
         database,
         request("dual_agent", ["notes_add"], "note: buy milk", model=MODEL),
-        _notes(),
+        notes_tool(),
         prices=prices,
     )
 

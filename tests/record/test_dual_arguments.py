@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent_lab.application.tools import ToolDefinition, ToolRegistry, build_default_tool_registry
+from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.infrastructure.simulator.provider import SimulatedProviderServer
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from agent_lab.infrastructure.tool_backends.backends import local_backends
@@ -19,6 +19,7 @@ from tests.record.record_support import (
     BUILTIN_TOOLS,
     answer,
     assert_same_records,
+    notes_tool,
     reopened,
     request,
     run_once,
@@ -81,28 +82,10 @@ async def test_resolved_arguments_and_their_resolution_are_recorded(
 
 
 def _notes(ran: list[dict[str, Any]]) -> ToolRegistry:
-    def add(event: Any) -> dict[str, Any]:
-        ran.append(dict(event.arguments))
-        return {"tool": "notes_add", "kept": event.arguments["note"]}
-
     def bad_resolver(event: Any, context: Any) -> dict[str, Any]:
         return {"note": 42}  # not a string: the schema rejects it
 
-    return ToolRegistry(
-        [
-            ToolDefinition(
-                name="notes_add",
-                description="Keep a note.",
-                parameters={
-                    "type": "object",
-                    "properties": {"note": {"type": "string"}},
-                    "required": ["note"],
-                },
-                handler=add,
-                argument_resolver=bad_resolver,
-            )
-        ]
-    )
+    return notes_tool(ran, bad_resolver)
 
 
 @pytest.mark.asyncio
