@@ -59,6 +59,12 @@ def test_every_view_of_a_turn_killed_mid_batch_says_interrupted(tmp_path: Path, 
     # The cut-off batch wrote no result audit and the journal has no run times: no tool
     # metric (docs/durability.md); its calls are in the next turn's recovered calls.
     assert summary["turns"][0]["tool_count"] == 0
+    # The chat call had answered (its response audit is stored): its metric is written
+    # from that audit, so the turns table counts the call the record lists.
+    metrics = [c for c in summary["calls"] if c["turn_index"] == 1]
+    assert [(m["metric_key"], m["status"]) for m in metrics] == [("chat:1:1", "success")]
+    assert [(c.metric_key, c.status) for c in record.model_calls] == [("chat:1:1", "succeeded")]
+    assert summary["turns"][0]["model_calls"] == len(record.model_calls)
     recovered = {call.event_name: call.status for call in export.records[1].recovered_calls}
     assert recovered == {"fast.op": "succeeded", "pay.send": "unknown"}
 

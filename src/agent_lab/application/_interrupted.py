@@ -18,8 +18,10 @@ the interruption gets none, as a batch cut off by a cancelled turn gets none: no
 audit was written, and the journal, which knows each call's outcome, does not know how
 long its handler ran (the time between its dispatched and landed records also holds
 the dispatch write and whatever the loop did before the outcome was written). Its calls
-are in the record of the turn that reports them (``recovered_calls``). Model calls of
-the interrupted turn get no metric.
+are in the record of the turn that reports them (``recovered_calls``). A chat call whose
+stream had ended gets its ``chat`` metric from its ``chat_agent_response`` audit (the
+figures the runtime measured); a call still streaming when the process died, and the
+event agent's argument calls, get none.
 
 Synchronous: runs in the worker thread (inside the open's transaction when the store
 groups writes).
@@ -72,11 +74,11 @@ def close_interrupted_turns(
             for batch in kept
             if batch.get("turn_index") == turn_index and batch.get("state") == "committed"
         }
-        if committed:
-            audits = store.list_audit_logs(session_id, turn_index=turn_index)
-            metrics = committed_tool_metrics(turn_index, committed, audits)
-            if metrics:
-                store.append_usages(session_id, metrics)
+        audits = store.list_audit_logs(session_id, turn_index=turn_index)
+        metrics = answered_chat_metrics(turn_index, audits)
+        metrics += committed_tool_metrics(turn_index, committed, audits) if committed else []
+        if metrics:
+            store.append_usages(session_id, metrics)
         store.complete_turn(
             session_id,
             turn_index,
@@ -114,4 +116,37 @@ def committed_tool_metrics(
             )
             for result in details.get("results") or []
         ]
+    return metrics
+
+
+def answered_chat_metrics(turn_index: int, audits: Iterable[Mapping[str, Any]]) -> list[CallMetric]:
+    """One ``chat`` metric per chat call whose stream ended before the runtime did, from
+    its ``chat_agent_response`` audit: the figures the runtime measured and audited,
+    as the live turn's metric would hold them (tokens only as reported)."""
+    metrics: list[CallMetric] = []
+    for audit in audits:
+        details = audit.get("details") or {}
+        call = details.get("call")
+        if audit.get("event") != "chat_agent_response" or not isinstance(call, Mapping):
+            continue
+        usage = call.get("usage") or {}
+        metrics.append(
+            CallMetric(
+                metric_key=str(call["metric_key"]),
+                turn_index=turn_index,
+                round_index=int(details.get("round_index") or 0),
+                call_kind="chat",
+                agent="chat_agent",
+                mode=details.get("tool_invocation_mode"),  # validated by the model
+                model=call.get("model"),
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                total_tokens=int(usage.get("total_tokens") or 0),
+                cached_tokens=int(usage.get("cached_tokens") or 0),
+                usage_reported=call.get("usage") is not None,
+                ttft_ms=call.get("provider_ttft_ms"),
+                latency_ms=call.get("latency_ms"),
+                status="success",
+            )
+        )
     return metrics
