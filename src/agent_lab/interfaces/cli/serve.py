@@ -238,27 +238,15 @@ async def _serve(options: LabOptions, create_app: Callable[..., Any], binding: B
 async def _serve_on(
     sock: socket.socket, options: LabOptions, create_app: Callable[..., Any], binding: Binding
 ) -> int:
-    import uvicorn
-
     from agent_lab.interfaces.web.masking import Masker
 
     async with open_lab(options.settings()) as lab:
         app = create_app(lab, token=binding.token, options=binding.options)
-        # Messages up to MAX_FRAME_BYTES are read, so one over the lab's own limits is
-        # answered with an error frame naming the field; larger ones are closed (1009).
-        config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", ws_max_size=MAX_FRAME_BYTES
-        )
-        server = uvicorn.Server(config)
-        # Everything built so far lives as long as the server: keep it out of the
-        # collector's full passes, which otherwise stall every live session (bench 4).
-        gc.collect()
-        gc.freeze()
         typer.echo(Masker().text(lab.endpoint_description))  # no URL credentials
         if binding.generated:
             typer.echo(f"access token (shown once): {binding.token}")
         typer.echo(f"web lab on {binding.url(sock.getsockname()[1])}  (Ctrl-C to stop)")
-        await server.serve(sockets=[sock])
+        await serve_app(app, sock)
     return EXIT_OK
 
 
@@ -268,3 +256,18 @@ def _bind(host: str, port: int) -> socket.socket:
         return socket.create_server((host.strip("[]"), port), family=family)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+
+
+async def serve_app(app: Any, sock: socket.socket) -> None:
+    """Serve the web lab's ``app`` on ``sock`` with uvicorn until it is stopped."""
+    import uvicorn
+
+    # Messages up to MAX_FRAME_BYTES are read, so one over the lab's own limits is
+    # answered with an error frame naming the field; larger ones are closed (1009).
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", ws_max_size=MAX_FRAME_BYTES)
+    server = uvicorn.Server(config)
+    # Everything built so far lives as long as the server: keep it out of the
+    # collector's full passes, which otherwise stall every live session (bench 4).
+    gc.collect()
+    gc.freeze()
+    await server.serve(sockets=[sock])

@@ -14,7 +14,6 @@ that reconnects to another worker continues its session there within seconds.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import socket
 from typing import TYPE_CHECKING, Final
@@ -63,9 +62,7 @@ def _worker_main(sock: socket.socket, index: int, options: LabOptions, binding: 
 
 
 async def _serve(sock: socket.socket, options: LabOptions, binding: Binding) -> int:
-    import uvicorn
-
-    from agent_lab.interfaces.cli.serve import MAX_FRAME_BYTES
+    from agent_lab.interfaces.cli.serve import serve_app
     from agent_lab.interfaces.web import create_app
     from agent_lab.interfaces.web.options import WebOptions
 
@@ -73,11 +70,5 @@ async def _serve(sock: socket.socket, options: LabOptions, binding: Binding) -> 
     async with open_lab(options.settings()) as lab:
         lab.runtime_options["claim_wait_seconds"] = HANDOFF_WAIT_SECONDS
         app = create_app(lab, token=binding.token, options=web)
-        config = uvicorn.Config(  # as the single-process server
-            app, log_level="warning", lifespan="on", ws_max_size=MAX_FRAME_BYTES
-        )
-        server = uvicorn.Server(config)
-        gc.collect()
-        gc.freeze()  # as the single-process server: keep the collector off live sessions
-        await server.serve(sockets=[sock])
+        await serve_app(app, sock)
     return EXIT_OK
