@@ -65,3 +65,9 @@ class RuntimeQueues:
         return (
             f"RuntimeQueues(input={self.input!r}, output={self.output!r}, events={self._events!r})"
         )
+
+
+def drop_pending(queue: asyncio.Queue[Any]) -> None:
+    """Drop what ``queue`` holds now, without waiting."""
+    while not queue.empty():
+        queue.get_nowait()
