@@ -35,7 +35,7 @@ from agent_lab.application.event_agent import EventAgent, ReplyChannel
 from agent_lab.application.events import EventBatchExecutor
 from agent_lab.application.loop_lag import monitor_for
 from agent_lab.application.ports import ChatClient, Clock
-from agent_lab.application.queues import RuntimeQueues, drop_pending
+from agent_lab.application.queues import RuntimeQueues
 from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry
 from agent_lab.domain.errors import (
@@ -73,8 +73,7 @@ class SessionRunner:
     _turn_cancels: int = field(default=0, init=False)
     """Cancellations of that task asked for by ``cancel_turn`` or the time limit."""
     _turn_expired: bool = field(default=False, init=False)
-    _ending: bool = field(default=False, init=False)
-    """``end_now`` was called: no turn runs to its end from then on."""
+    _ending: bool = field(default=False, init=False)  # ``end_now`` was called
 
     def __post_init__(self) -> None:
         self.auditor = Auditor(self.clock, self.queues.output)
@@ -148,18 +147,13 @@ class SessionRunner:
             await self.queues.output.put(_outputs.error(recorder.lost_to))
 
     def end_now(self) -> None:
-        """End the session at once, in order: turns not yet started are dropped, the
-        turn in progress is cancelled (and so is one that starts from now on), then
-        the session finishes as usual (``session_finished``, ``done``).
-
-        A session stops reading its input here (a ``None`` after what is dropped); a
-        one-shot run's only turn is cancelled and ends with its ``error``."""
+        """End the session now, in order: unstarted turns dropped, the running one (and
+        one still starting) cancelled, then as usual (``session_finished``, ``done``)."""
         if self._ending:
             return
         self._ending = True
         if not self.one_shot:
-            drop_pending(self.queues.input)  # a ``None`` from the consumer too, hence:
-            self.queues.input.put_nowait(None)  # the queue was just emptied: it has room
+            self.queues.close_input_now()
         self.cancel_turn()
 
     def cancel_turn(self) -> bool:

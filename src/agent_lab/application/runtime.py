@@ -28,6 +28,7 @@ from typing import Any
 
 from agent_lab.application._metrics import tool_metrics
 from agent_lab.application._session_runner import SessionRunner
+from agent_lab.application._tasks import being_cancelled
 from agent_lab.application.contracts import DebugRunRequest, check_runnable
 from agent_lab.application.events import EventBatchResult
 from agent_lab.application.loop_lag import LoopLagMonitor, monitor_for
@@ -107,7 +108,11 @@ class DebugRuntime:
         return RuntimeSession(self, request)
 
     async def run(self, request: DebugRunRequest) -> AsyncIterator[OutputMessage]:
-        """Run one turn, yielding every output message until ``done`` or ``error``."""
+        """Run one turn, yielding every output message until ``done`` or ``error``.
+
+        A consumer that stops early (``break``, an exception) ends the turn as
+        ``aclose()`` does; a cancelled one stops it outright, without waiting.
+        """
         queues = self.start(request)
         task = self._task
         assert task is not None
@@ -124,8 +129,8 @@ class DebugRuntime:
             if finished:
                 await self._wait_for_tasks()
             else:  # the consumer stopped early: end the turn too; nobody reads the rest
-                try:
-                    await self.aclose()
+                try:  # a cancelled consumer stops waiting at once: no orderly end then
+                    await self.aclose(grace_seconds=0 if being_cancelled() else CLOSE_GRACE_SECONDS)
                 finally:
                     drop_pending(queues.output)
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from agent_lab.application._tasks import finish_even_if_cancelled
+from agent_lab.application._tasks import being_cancelled, finish_even_if_cancelled
 from agent_lab.application.contracts import DebugRunRequest, check_text
 from agent_lab.application.event_agent import EventBatchDone
 from agent_lab.application.protocol import InputItem, OutputMessage
@@ -73,7 +73,7 @@ class RuntimeSession:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            if exc_type is None and self._input_closed and not _being_cancelled():
+            if exc_type is None and self._input_closed and not being_cancelled():
                 await self._drain()
             else:
                 await self._wind_down()
@@ -217,8 +217,3 @@ async def _settle(getter: asyncio.Task[OutputMessage]) -> OutputMessage | None:
         getter.cancel()
         await asyncio.wait({getter})
     return None if getter.cancelled() else getter.result()
-
-
-def _being_cancelled() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
