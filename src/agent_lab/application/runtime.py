@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from agent_lab.application._metrics import tool_metrics
@@ -107,7 +107,7 @@ class DebugRuntime:
         """
         return RuntimeSession(self, request)
 
-    async def run(self, request: DebugRunRequest) -> AsyncIterator[OutputMessage]:
+    async def run(self, request: DebugRunRequest) -> AsyncGenerator[OutputMessage, None]:
         """Run one turn, yielding every output message until ``done`` or ``error``.
 
         A consumer that stops early (``break``, an exception) ends the turn as
