@@ -15,11 +15,11 @@ import json
 import socket
 import traceback
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest
+from agent_lab.application.protocol import OutputMessage
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.domain.errors import ConfigError, ProviderConnectionError, ProviderHTTPError
 from agent_lab.domain.messages import ChatMessage
@@ -43,7 +43,7 @@ def _leaked(text: str, secrets: tuple[str, ...]) -> list[str]:
 
 async def _run_session(
     client: OpenAICompatibleChatClient, tmp_path: Path
-) -> tuple[list[dict[str, Any]], dict[str, bytes]]:
+) -> tuple[list[OutputMessage], dict[str, bytes]]:
     """One turn through the runtime into a SQLite store: its outputs and the store's files."""
     store = SQLiteSessionStore(tmp_path / "lab.sqlite3")
     runtime = DebugRuntime(client, session_store=store)
@@ -56,7 +56,7 @@ async def _run_session(
 
 
 def _assert_masked_everywhere(
-    outputs: list[dict[str, Any]],
+    outputs: list[OutputMessage],
     files: dict[str, bytes],
     secrets: tuple[str, ...],
     echoed: str = "auth=***",
