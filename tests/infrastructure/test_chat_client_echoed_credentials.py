@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import socket
 import traceback
 from pathlib import Path
@@ -153,6 +154,28 @@ async def test_the_base_urls_query_goes_after_the_endpoint_path(
     assert "request=POST /stream/v1/chat/completions?api-key=***&region=eu" in shown, shown
     for name, data in files.items():
         assert b"QRYsecret-41" not in data, name
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_the_http_libraries_log_request_urls_without_the_query_secret(
+    transport: Transport, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with EchoProvider() as provider:
+        url = f"{provider.root}/stream/v1?api-key=QRYsecret-41&region=eu"
+        async with OpenAICompatibleChatClient(url, transport=transport) as client:
+            stream = client.stream_chat(
+                [ChatMessage(role="user", content="hi")], [], AgentParams(model="m")
+            )
+            _ = [item async for item in stream]
+
+    logged = [record.getMessage() for record in caplog.records]
+    assert any(
+        "/stream/v1/chat/completions?api-key=***&region=eu" in line and "HTTP/1.1 200" in line
+        for line in logged
+    ), logged
+    assert not [line for line in logged if "QRYsecret-41" in line]
 
 
 @pytest.mark.asyncio

@@ -38,6 +38,7 @@ from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream, report_at_end
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
 from agent_lab.infrastructure.openai_compat.client_options import endpoint_of
+from agent_lab.infrastructure.openai_compat.log_redaction import install_url_redaction
 from agent_lab.infrastructure.openai_compat.provider_errors import map_provider_errors
 from agent_lab.infrastructure.openai_compat.request_body import ChatRequest, build_chat_request
 from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask, redact_url
@@ -51,6 +52,8 @@ from agent_lab.infrastructure.openai_transport import (
 )
 
 __all__ = ["ChatStream", "OpenAICompatibleChatClient", "map_provider_errors"]
+
+install_url_redaction()  # a base URL's ``?api-key=`` stays out of httpx's log lines
 
 _UNUSED_KEY = "no-key"
 """Placeholder the SDK insists on; its ``Authorization`` header is omitted on every request."""
