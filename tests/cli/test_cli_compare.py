@@ -230,3 +230,20 @@ def test_a_campaign_whose_turns_fail_says_why_on_stderr_and_in_the_table(
     [error] = result.error_lines  # one reason, said once for the whole campaign
     assert error.startswith("error: 8 of 8 turns failed: ") and line in error
     assert "failed turns" in result.stdout and result.stdout.count("4 of 4") == 2
+
+
+def test_both_modes_of_the_demo_run_the_same_tool_calls_with_the_same_arguments(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """The side by side compares the modes, not different work: the dual-mode resolvers
+    give the arguments the tools-mode model wrote (the search query included)."""
+    result = cli("compare", "demo", "--fast", "--out", str(tmp_path), "--json")
+    assert result.exit_code == 0, result.stderr
+
+    calls: dict[str, list[dict[str, object]]] = {}
+    for session in json.loads(result.stdout)["sessions"]:
+        exported = json.loads(cli("sessions", "export", session["session_id"]).stdout)
+        events = [event for record in exported["records"] for event in record["events"]]
+        calls[session["mode"]] = [event["arguments"] for event in events]
+    assert {"query": "SQLite WAL"} in calls["dual_agent"]
+    assert calls["dual_agent"] == calls["chat_agent_tools"]
