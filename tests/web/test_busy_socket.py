@@ -77,6 +77,7 @@ def test_a_start_the_claim_refuses_is_an_error_frame_not_a_turns_end(
             assert turns(srv) == [(1, HOLDER_MESSAGE, "running")]  # nothing of it stored
 
             holder.release()
+            assert srv.lab is not None
             again = {"type": "user", "content": TYPED}  # "Send" once more
             ws.send(json.dumps(start_message(srv.lab, TYPED) if path == "start" else again))
             retried = until(ws, "turn_completed")
