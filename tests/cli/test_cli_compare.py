@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, tzinfo
 from pathlib import Path
 
+import pytest
+
+from agent_lab.interfaces.cli import compare_command
 from tests.cli.cli_helpers import Invoke
 
 SCENARIO = """
@@ -168,3 +172,34 @@ def test_compare_reports_median_cost_per_turn_and_flags_the_cold_first_call(
     assert stats["median"] is None and stats["unknown"] > 0  # unknown, never $0
     report = Path(json.loads(unpriced.stdout)["report"]["markdown"]).read_text()
     assert "| cost / turn (USD) | unknown | unknown |" in report
+
+
+def test_campaigns_started_in_the_same_second_keep_their_own_reports(
+    cli: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two campaigns into one folder within one second (``--out`` shared, names by the
+    second): each gets its own three files, and each report lists its own sessions."""
+
+    class SameSecond(datetime):
+        @classmethod
+        def now(cls, tz: tzinfo | None = None) -> SameSecond:
+            return cls(2026, 7, 14, 9, 30, 0)
+
+    monkeypatch.setattr(compare_command, "datetime", SameSecond)
+    out = tmp_path / "reports"
+    documents = []
+    for _ in range(2):
+        result = cli("compare", "demo", "--fast", "--out", str(out), "--json")
+        assert result.exit_code == 0, result.stderr
+        documents.append(json.loads(result.stdout))
+
+    reports = [document["report"] for document in documents]
+    assert len({report["markdown"] for report in reports}) == 2
+    assert len({report["html"] for report in reports}) == 2
+    assert len(list(out.iterdir())) == 6
+    for document in documents:
+        markdown = Path(document["report"]["markdown"]).read_text(encoding="utf-8")
+        for session in document["sessions"]:
+            assert session["session_id"] in markdown
+        others = [d for d in documents if d is not document][0]["sessions"]
+        assert not any(session["session_id"] in markdown for session in others)

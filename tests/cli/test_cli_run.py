@@ -108,6 +108,20 @@ def test_unknown_tool_is_one_usage_line(cli: Invoke) -> None:
     assert result.stdout == ""
 
 
+def test_a_tool_named_twice_is_offered_once(
+    cli: Invoke, store: Callable[[], SQLiteSessionStore]
+) -> None:
+    tool = "device.volume.adjust"
+    result = cli("run", "Please set the volume to 35", "--tool", tool, "--tool", tool)
+
+    assert result.exit_code == 0, result.stderr
+    assert "⚡ event device.volume.adjust" in result.stdout
+    [session] = store().list_sessions()
+    config = session["config"]
+    config = json.loads(config) if isinstance(config, str) else config
+    assert config["event_agent"]["enabled_tools"] == [tool]
+
+
 def test_bad_toml_config_is_one_usage_line(cli: Invoke, tmp_path: Path) -> None:
     config = tmp_path / "lab.toml"
     config.write_text("model = [unclosed\n", encoding="utf-8")

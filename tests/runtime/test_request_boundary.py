@@ -138,3 +138,63 @@ async def test_a_session_refuses_a_broken_message_and_goes_on(tmp_path: Path) ->
         "turn_completed"
     ]
     assert [turn["user_message"] for turn in turns] == ["good"]
+
+
+def test_a_value_json_cannot_hold_in_extra_body_is_a_validation_error() -> None:
+    with pytest.raises(ValidationError) as raised:
+        _request(event_agent=EventAgentParams(extra_body={"hint": {"when": object()}}))
+    assert "event_agent.extra_body.hint.when: not a JSON value (object)" in str(raised.value)
+
+
+@pytest.mark.asyncio
+async def test_a_copied_request_with_a_value_json_cannot_hold_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    agent = AgentParams(model="m").model_copy(update={"extra_body": {"x": object()}})
+    broken = _request(session_id="s", user_message="hi").model_copy(update={"chat_agent": agent})
+    with SQLiteSessionStore(tmp_path / "s.sqlite3") as store:
+        runtime = DebugRuntime(ScriptedChatClient([text("ok")]), session_store=store)
+        with pytest.raises(InvalidRequest, match=r"chat_agent\.extra_body\.x: not a JSON value"):
+            await collect(runtime.run(broken))
+        assert store.list_sessions() == []
+        assert not runtime.running
+
+
+@pytest.mark.parametrize("params", [AgentParams, EventAgentParams])
+@pytest.mark.parametrize("blank", [" ", "\t\n "])
+def test_a_blank_model_name_is_a_validation_error(params: type[Any], blank: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        params(model=blank)
+    [error] = raised.value.errors()
+    assert error["loc"] == ("model",) and "must not be blank" in error["msg"]
+
+
+def test_a_tool_enabled_twice_is_a_validation_error() -> None:
+    with pytest.raises(ValidationError) as raised:
+        EventAgentParams(enabled_tools=["notes.save", "device.volume.adjust", "notes.save"])
+    [error] = raised.value.errors()
+    assert error["loc"] == ("enabled_tools",)
+    assert "lists 'notes.save' more than once" in error["msg"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("blank", ["", "  \n\t"])
+async def test_a_one_shot_run_without_a_message_is_refused_before_anything_is_written(
+    tmp_path: Path, blank: str
+) -> None:
+    client = ScriptedChatClient([text("ok")])
+    with SQLiteSessionStore(tmp_path / "s.sqlite3") as store:
+        runtime = DebugRuntime(client, session_store=store)
+        with pytest.raises(InvalidRequest, match="user_message: is empty") as raised:
+            await collect(runtime.run(_request(session_id="s", user_message=blank)))
+        with pytest.raises(InvalidRequest, match="user_message: is empty"):
+            runtime.start(_request(user_message=blank))
+        assert store.list_sessions() == [] and client.calls == []
+        # A session with no first message waits for one instead.
+        async with runtime.session(_request(session_id="s")) as session:
+            await session.send("hello")
+            await session.close()
+            outputs = await asyncio.wait_for(collect(aiter(session)), timeout=30)
+        assert [turn["user_message"] for turn in store.list_turns("s")] == ["hello"]
+    assert raised.value.field == "user_message" and isinstance(raised.value, ValueError)
+    assert outputs[-1]["type"] == "done"

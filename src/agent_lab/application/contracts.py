@@ -29,6 +29,12 @@ class AgentParams(BaseModel):
 
     model: str = Field(min_length=1)
     """The model name sent to the endpoint."""
+
+    @field_validator("model")
+    @classmethod
+    def _model_is_not_blank(cls, value: str | None) -> str | None:
+        return _not_blank(value)
+
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, gt=0)
     system_prompt: str = ""
@@ -45,6 +51,12 @@ class EventAgentParams(BaseModel):
 
     model: str | None = Field(default=None, min_length=1)
     """Model for forced argument calls; ``None`` uses the chat agent's model."""
+
+    @field_validator("model")
+    @classmethod
+    def _model_is_not_blank(cls, value: str | None) -> str | None:
+        return _not_blank(value)
+
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=256, gt=0)
     enabled_tools: list[str] = Field(default_factory=list)
@@ -56,6 +68,14 @@ class EventAgentParams(BaseModel):
     """How many tools of one batch run at the same time."""
     system_prompt: str = DEFAULT_EVENT_AGENT_PROMPT
     extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("enabled_tools")
+    @classmethod
+    def _tools_are_listed_once(cls, names: list[str]) -> list[str]:
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"lists {', '.join(map(repr, twice))} more than once")
+        return names
 
 
 class DebugRunRequest(BaseModel):
@@ -89,7 +109,15 @@ class DebugRunRequest(BaseModel):
         return self
 
 
-def check_runnable(request: DebugRunRequest, tool_names: Sequence[str]) -> None:
+def _not_blank(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise ValueError("must not be blank (whitespace only)")
+    return value
+
+
+def check_runnable(
+    request: DebugRunRequest, tool_names: Sequence[str], *, one_shot: bool = False
+) -> None:
     """What a runtime checks before it starts ``request`` (and writes anything).
 
     The request model validates itself, but ``model_copy(update=...)`` skips that, and
@@ -99,7 +127,9 @@ def check_runnable(request: DebugRunRequest, tool_names: Sequence[str]) -> None:
         UnknownTools: ``event_agent.enabled_tools`` names tools not in ``tool_names``;
             the error lists them with their close matches.
         InvalidRequest: a string of the request is not valid Unicode (a lone surrogate
-            cannot be stored or sent), or ``session_id`` is blank.
+            cannot be stored or sent), a value is not one JSON can hold (in
+            ``extra_body``), ``session_id`` is blank, or a one-shot run (``one_shot``)
+            has no user message.
     """
     if request.session_id is not None and not request.session_id.strip():
         raise InvalidRequest("session_id", "must not be blank (whitespace only)")
@@ -110,6 +140,10 @@ def check_runnable(request: DebugRunRequest, tool_names: Sequence[str]) -> None:
     if unknown:
         close = {name: difflib.get_close_matches(name, tool_names, n=2) for name in unknown}
         raise UnknownTools(unknown, close, list(tool_names))
+    if one_shot and not request.user_message.strip():
+        raise InvalidRequest(
+            "user_message", "is empty: a one-shot run answers a message (a session waits for one)"
+        )
 
 
 def check_text(field: str, value: str | ChatMessage) -> None:
@@ -121,15 +155,17 @@ def check_text(field: str, value: str | ChatMessage) -> None:
 
 
 def unicode_problem(request: BaseModel) -> tuple[str, str] | None:
-    """The first string of ``request`` holding a lone surrogate: its field and the problem.
+    """The first value of ``request`` that cannot be stored or sent: a string holding a
+    lone surrogate, or (in ``extra_body``) a value JSON cannot hold. Its field and the
+    problem.
 
-    Valid requests, nearly all, pass one JSON serialization (which refuses lone
-    surrogates); only a refused one is walked string by string to name the field.
+    Valid requests, nearly all, pass one JSON serialization (which refuses both); only a
+    refused one is walked value by value to name the field.
     """
     try:
         request.model_dump_json()
     except ValueError:  # a lone surrogate, or a value JSON cannot hold: look closer
-        return _first_surrogate(request.model_dump(), "")
+        return _first_surrogate(request.model_dump(), "") or ("request", "not JSON")
     return None
 
 
@@ -145,8 +181,10 @@ def _first_surrogate(value: object, where: str) -> tuple[str, str] | None:
         items: list[tuple[object, object]] = list(value.items())
     elif isinstance(value, list | tuple):
         items = list(enumerate(value))
-    else:
+    elif value is None or isinstance(value, int | float):
         return None
+    else:
+        return where or "value", f"not a JSON value ({type(value).__name__})"
     for key, item in items:
         # The path must print even when the key itself is the broken string.
         inner = f"{where}.{key}" if where else str(key)

@@ -172,7 +172,7 @@ class DebugRuntime:
     def _launch(self, request: DebugRunRequest, *, one_shot: bool) -> RuntimeQueues:
         if self.running:
             raise UsageError("this runtime is already running a session; use another runtime")
-        check_runnable(request, self._registry.names())
+        check_runnable(request, self._registry.names(), one_shot=one_shot)
         self._runner = SessionRunner(
             request,
             client=self.chat_client,

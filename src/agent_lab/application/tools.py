@@ -11,6 +11,7 @@ import asyncio
 import functools
 import inspect
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +21,15 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from agent_lab.application.events import ResultPolicy
+from agent_lab.application.tool_arguments import compiled_validator, unreadable_arguments
 from agent_lab.application.tool_workers import ToolOverloaded, ToolTimedOut, run_handler
 from agent_lab.domain.errors import UsageError
-from agent_lab.domain.events import EVENT_BLOCK_END, EVENT_BLOCK_START, ToolCallEvent
+from agent_lab.domain.events import (
+    EVENT_BLOCK_END,
+    EVENT_BLOCK_START,
+    TOOL_NAME_PATTERN,
+    ToolCallEvent,
+)
 from agent_lab.domain.json_values import json_text
 from agent_lab.domain.messages import ChatMessage, Role
 
@@ -36,6 +43,7 @@ ArgumentResolver: TypeAlias = Callable[..., Any]
 """``resolver(event, context) -> dict`` (sync or async): arguments from the history."""
 
 DEFAULT_TOOL_TIMEOUT_SECONDS = 30.0
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,13 @@ class ToolDefinition:
     timeout_seconds: float | None = DEFAULT_TOOL_TIMEOUT_SECONDS
     coalesce: bool = False
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or _TOOL_NAME.fullmatch(self.name) is None:
+            raise ValueError(
+                f"tool name {self.name!r}: use 1 to 64 letters, digits, '_', '.' or '-' "
+                "(not starting with '.' or '-'), as an event block names it"
+            )
+
     @functools.cached_property
     def validator(self) -> Draft202012Validator:
         """The argument validator; the schema is checked once per definition.
@@ -133,6 +148,8 @@ class ToolRegistry:
         self._shared = False
         """``_tools`` is shared with other registries (copied before a change)."""
         for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"two tools named {tool.name!r}: each name is one tool")
             self.register(tool)
 
     @classmethod
@@ -149,6 +166,8 @@ class ToolRegistry:
 
     def register(self, tool: ToolDefinition) -> None:
         """Add a tool; its schema must be a valid JSON schema (checked once per definition).
+
+        A tool of the same name is replaced, so a built-in can be swapped for your own.
 
         Raises:
             jsonschema.exceptions.SchemaError: the schema is invalid.
@@ -298,27 +317,6 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
-@functools.lru_cache(maxsize=1024)
-def _validator_for(schema_json: str) -> Draft202012Validator:
-    schema = json.loads(schema_json)
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
-
-
-def compiled_validator(schema: dict[str, Any]) -> Draft202012Validator:
-    """A validator for ``schema``; each distinct schema is checked against the meta-schema once.
-
-    Raises:
-        jsonschema.exceptions.SchemaError: ``schema`` is not a valid JSON schema.
-    """
-    try:
-        key = json.dumps(schema, sort_keys=True)
-    except (TypeError, ValueError):  # not plain JSON: check it on its own
-        Draft202012Validator.check_schema(schema)
-        return Draft202012Validator(schema)
-    return _validator_for(key)
-
-
 _EVENT_INSTRUCTIONS = (
     "When one of these events should happen, write its name inside an event block, "
     f"exactly like {EVENT_BLOCK_START}name{EVENT_BLOCK_END}, anywhere in your reply. "
@@ -383,17 +381,3 @@ _DEFAULT_TOOLS: dict[tuple[int, ...], ToolRegistry] = {}
 """The built-in tools' registry per set of definitions (the same backends give the same
 definitions): shared by the runtimes with the default tools, and its mapping by every
 registry built from it until that one registers a tool of its own."""
-
-
-def unreadable_arguments(event: ToolCallEvent) -> str | None:
-    """Why the provider's argument text gave no arguments at all: it is not a JSON
-    object. ``None`` when there is nothing to read or it read fine."""
-    raw = event.raw_arguments
-    if event.arguments or raw.strip() in ("", "{}"):
-        return None
-    excerpt = raw if len(raw) <= 80 else raw[:80] + "…"
-    try:
-        value = json.loads(raw, strict=False)
-    except ValueError:
-        return f"not valid JSON: {excerpt!r}"
-    return None if isinstance(value, dict) else f"not a JSON object: {excerpt!r}"

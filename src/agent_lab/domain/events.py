@@ -12,6 +12,10 @@ EVENT_BLOCK_START = "<event>"
 EVENT_BLOCK_END = "</event>"
 """Closes an inline event block."""
 
+TOOL_NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}"
+"""What a tool's registry name may be: what an event block can name (letters, digits,
+``_``, ``.`` and ``-``, not starting with ``.`` or ``-``, at most 64 characters)."""
+
 
 class ToolCallEvent(BaseModel):
     """One request to run a tool, from an inline event block or a provider tool call."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict, Unpack
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from agent_lab.application.contracts import MAX_EVENT_LOOPS, ToolInvocationMode
 from agent_lab.application.pricing import Price
@@ -94,6 +94,12 @@ class LabSettings(BaseModel):
     """Price overrides by model name (``[prices."model"]`` in the config file)."""
     otel: bool = False
     """Export every turn as OpenTelemetry GenAI traces (the ``otel`` extra)."""
+
+    @field_validator("tools")
+    @classmethod
+    def _each_tool_once(cls, tools: list[str]) -> list[str]:
+        """A tool named again (``--tool x --tool x``, a config list) is the same tool."""
+        return list(dict.fromkeys(tools))
 
     @property
     def simulated(self) -> bool:

@@ -18,7 +18,12 @@ import re
 from collections.abc import Callable
 from uuid import uuid4
 
-from agent_lab.domain.events import EVENT_BLOCK_END, EVENT_BLOCK_START, ToolCallEvent
+from agent_lab.domain.events import (
+    EVENT_BLOCK_END,
+    EVENT_BLOCK_START,
+    TOOL_NAME_PATTERN,
+    ToolCallEvent,
+)
 
 TextPiece = str | ToolCallEvent
 """Visible text, or an event named in a block."""
@@ -29,8 +34,8 @@ def new_event_id() -> str:
     return f"evt_{uuid4().hex}"
 
 
-_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}")
-_PARTIAL_NAME = re.compile(r"\s*(?:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}\s*)?")
+_NAME = re.compile(TOOL_NAME_PATTERN)
+_PARTIAL_NAME = re.compile(rf"\s*(?:{TOOL_NAME_PATTERN}\s*)?")
 _MAX_BLOCK = 2048
 """A block longer than this is prose, whatever it contains."""
 

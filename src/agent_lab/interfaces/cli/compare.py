@@ -137,7 +137,7 @@ def scenario_request(lab: Lab, scenario: Scenario, mode: ToolInvocationMode) -> 
     event_agent: dict[str, Any] = {}
     if tools is not None:
         _check_tools(lab, tools)
-        event_agent["enabled_tools"] = list(tools)
+        event_agent["enabled_tools"] = list(dict.fromkeys(tools))
     if loops is not None:
         event_agent["max_event_loops"] = loops
     update: dict[str, Any] = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import io
+import itertools
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -88,7 +89,9 @@ def _number(value: float) -> str:
 def write_report(result: CompareResult, out_dir: Path) -> ReportFiles:
     """Write the Markdown, HTML and SVG files into ``out_dir`` (created if missing)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"compare-{_slug(result.scenario.name)}-{result.started_at:%Y%m%d-%H%M%S}"
+    stem = _claim_stem(
+        out_dir, f"compare-{_slug(result.scenario.name)}-{result.started_at:%Y%m%d-%H%M%S}"
+    )
     files = ReportFiles(
         out_dir / f"{stem}.md", out_dir / f"{stem}.html", out_dir / f"{stem}-latency.svg"
     )
@@ -97,6 +100,19 @@ def write_report(result: CompareResult, out_dir: Path) -> ReportFiles:
     files.markdown.write_text(_markdown(result, files.plot.name), encoding="utf-8")
     files.html.write_text(_html(result, svg), encoding="utf-8")
     return files
+
+
+def _claim_stem(out_dir: Path, base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``…: the first whose Markdown file this call
+    creates (exclusively), so campaigns started in the same second never share files."""
+    for attempt in itertools.count(1):
+        stem = base if attempt == 1 else f"{base}-{attempt}"
+        try:
+            (out_dir / f"{stem}.md").open("x", encoding="utf-8").close()
+        except FileExistsError:
+            continue
+        return stem
+    raise AssertionError("unreachable")  # pragma: no cover - count() never ends
 
 
 def _slug(name: str) -> str:
