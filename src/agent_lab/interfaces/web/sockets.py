@@ -287,7 +287,7 @@ class Connection:
     async def _attach(
         self, live: LiveSession, resume_from: int | None, stream_id: str | None
     ) -> None:
-        await live.opened()  # a session still opening is refused to every client alike
+        await live.opened()  # one still opening: once its runtime has opened it (or refused)
         async with self._send_lock:
             self.outbox.masker = self.state.masker_for(self.session_id)
             replay = live.subscribe(self.outbox, resume_from, stream_id)
