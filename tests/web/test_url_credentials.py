@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import httpx
 from websockets.sync.client import ClientConnection, connect
 
 from tests.infrastructure.echo_provider import EchoProvider
+from tests.web.test_hardening import frames_until
 from tests.web.web_support import TERMINAL, ServedLab, lab_settings, served, start_message
 
 PASSWORD = "WEBurlpass-4k9"
@@ -21,16 +21,9 @@ TOKEN = base64.b64encode(f"webuser:{PASSWORD}".encode()).decode()
 SECRETS = (TOKEN.rstrip("="), f"webuser:{PASSWORD}", PASSWORD)
 
 
-def _frames(ws: ClientConnection, timeout: float = 30) -> list[dict[str, Any]]:
+def _frames(ws: ClientConnection) -> list[dict[str, Any]]:
     """Messages (stream frames unwrapped) until the turn completes or fails."""
-    seen = []
-    deadline = time.monotonic() + timeout
-    while True:
-        frame = json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic())))
-        message = frame["message"] if "offset" in frame else frame
-        seen.append(message)
-        if message.get("type") in TERMINAL:
-            return seen
+    return frames_until(ws, lambda message: message.get("type") in TERMINAL, timeout=30)
 
 
 def _leaked(text: str, secrets: tuple[str, ...] = SECRETS) -> list[str]:
