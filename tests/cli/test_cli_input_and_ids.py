@@ -30,11 +30,18 @@ def test_run_dash_reads_the_message_from_stdin(
     assert turn["user_message"].strip() == "Please set the volume to 35"
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Please summarise this. " + "lorem ipsum dolor sit amet " * 40_000,
+        "x" * 1_100_000,  # one word the simulated model cannot echo whole
+    ],
+    ids=["words", "one-long-word"],
+)
 def test_run_file_sends_a_one_megabyte_message(
-    home: Path, tmp_path: Path, store: Callable[[], SQLiteSessionStore]
+    home: Path, tmp_path: Path, store: Callable[[], SQLiteSessionStore], text: str
 ) -> None:
     message = tmp_path / "big.txt"
-    text = "Please summarise this. " + "lorem ipsum dolor sit amet " * 40_000
     message.write_text(text, encoding="utf-8")
     assert len(text.encode()) > 1_000_000
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.events import EVENT_BLOCK_END, EVENT_BLOCK_START
 from agent_lab.infrastructure.simulator import provider as simulator_provider
 from agent_lab.infrastructure.simulator.intents import IntentKind, detect_intents
+from agent_lab.infrastructure.simulator.phrasing import plain_answer
 from agent_lab.infrastructure.simulator.provider import (
     MODEL_ID,
     LatencyModel,
@@ -790,3 +792,9 @@ def test_server_reports_its_real_port_and_stops(provider: SimulatedProvider) -> 
         url = server.base_url
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/models")
+
+
+def test_a_long_word_of_the_topic_is_echoed_cut_short() -> None:
+    word = "z" * 5000
+    answer = plain_answer(f"Tell me about {word} please", random.Random(0))
+    assert "z" * 40 + "…" in answer and "z" * 41 not in answer

@@ -46,6 +46,8 @@ _CLOSERS = (
     "Ask me to look something up or schedule something if that helps.",
 )
 _TOPIC_WORDS = 12
+_TOPIC_WORD_CHARS = 40
+"""A longer word of the topic is echoed cut to this many characters (and an ellipsis)."""
 
 
 def preamble(intent: Intent, rng: random.Random) -> str:
@@ -107,4 +109,8 @@ def topic_of(message: str) -> str:
     while previous != first:
         previous, first = first, _LEADING_FILLER.sub("", first).strip()
     words = [_PRONOUNS.get(word.lower(), word) for word in first.rstrip(".!?,;: ").split()]
-    return " ".join(words[:_TOPIC_WORDS])
+    return " ".join(_cut(word) for word in words[:_TOPIC_WORDS])
+
+
+def _cut(word: str) -> str:
+    return word if len(word) <= _TOPIC_WORD_CHARS else word[:_TOPIC_WORD_CHARS] + "…"

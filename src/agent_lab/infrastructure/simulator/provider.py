@@ -158,18 +158,18 @@ class SimulatedProvider:
         # a slow write does not push the rest of the stream back.
         planned = frames(prepared.reply, prepared.meta)
         loop = asyncio.get_running_loop()
-        deadline, pending = loop.time(), b""
+        deadline, pending = loop.time(), bytearray()  # grows in place: linear, however many
         for frame, delay in zip(planned, self._delays(prepared, planned), strict=True):
             deadline += delay
             if deadline > loop.time():
                 if pending:
-                    yield pending
-                    pending = b""
+                    yield bytes(pending)
+                    pending.clear()
                 await asyncio.sleep(max(deadline - loop.time(), 0))
             pending += sse(frame.chunk)
         if prepared.meta.include_usage:
             pending += sse(usage_chunk(prepared.meta, prepared.usage))
-        yield pending + DONE
+        yield bytes(pending + DONE)
 
     async def _models(self, request: Request) -> Response:
         return _json({"object": "list", "data": [_model_card()]})
