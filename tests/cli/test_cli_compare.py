@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_lab.interfaces.cli import compare_command
+from agent_lab.testing import ScriptedResponse, SSETranscriptServer
 from tests.cli.cli_helpers import Invoke
 
 SCENARIO = """
@@ -203,3 +204,46 @@ def test_campaigns_started_in_the_same_second_keep_their_own_reports(
             assert session["session_id"] in markdown
         others = [d for d in documents if d is not document][0]["sessions"]
         assert not any(session["session_id"] in markdown for session in others)
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "line"),
+    [
+        (500, 1, "internal boom"),
+        (401, 2, "the provider rejected the request (HTTP 401); check your API key"),
+    ],
+)
+def test_a_campaign_whose_turns_fail_says_why_on_stderr_and_in_the_table(
+    cli: Invoke, tmp_path: Path, status: int, code: int, line: str
+) -> None:
+    body = b'{"error": {"message": "internal boom"}}'
+    failing = ScriptedResponse(status=status, body=body, content_type="application/json")
+    config = tmp_path / "lab.toml"
+    config.write_text("max_retries = 0\n", encoding="utf-8")
+    with SSETranscriptServer(fallback=failing) as server:
+        result = cli(
+            "compare", "demo", "--fast", "--base-url", server.base_url, "--model", "m",
+            "--api-key", "sk-test", "--config", str(config),
+        )  # fmt: skip
+
+    assert result.exit_code == code, result.stderr
+    [error] = result.error_lines  # one reason, said once for the whole campaign
+    assert error.startswith("error: 8 of 8 turns failed: ") and line in error
+    assert "failed turns" in result.stdout and result.stdout.count("4 of 4") == 2
+
+
+def test_both_modes_of_the_demo_run_the_same_tool_calls_with_the_same_arguments(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """The side by side compares the modes, not different work: the dual-mode resolvers
+    give the arguments the tools-mode model wrote (the search query included)."""
+    result = cli("compare", "demo", "--fast", "--out", str(tmp_path), "--json")
+    assert result.exit_code == 0, result.stderr
+
+    calls: dict[str, list[dict[str, object]]] = {}
+    for session in json.loads(result.stdout)["sessions"]:
+        exported = json.loads(cli("sessions", "export", session["session_id"]).stdout)
+        events = [event for record in exported["records"] for event in record["events"]]
+        calls[session["mode"]] = [event["arguments"] for event in events]
+    assert {"query": "SQLite WAL"} in calls["dual_agent"]
+    assert calls["dual_agent"] == calls["chat_agent_tools"]

@@ -66,6 +66,18 @@ def test_no_arguments_prints_the_help(cli: Invoke) -> None:
 
     assert result.exit_code == 2
     assert "demo" in result.stdout and "replay" in result.stdout
+    assert result.error_lines == ["error: missing command (see `agent-lab --help`)"]
+
+
+@pytest.mark.parametrize(("group", "command"), [("sessions", "list"), ("local", "serve")])
+def test_a_command_group_without_its_command_prints_its_help_and_one_error_line(
+    cli: Invoke, group: str, command: str
+) -> None:
+    result = cli(group)
+
+    assert result.exit_code == 2
+    assert command in result.stdout
+    assert result.error_lines == [f"error: missing command (see `agent-lab {group} --help`)"]
 
 
 def test_unknown_command_is_one_usage_line(cli: Invoke) -> None:

@@ -221,3 +221,12 @@ def test_a_store_this_user_may_not_write_is_still_listed_shown_exported_and_repl
     assert deleted.returncode != 0 and "read-only" in deleted.stderr, deleted.stderr
     assert _md5(database) == before
     assert sorted(p.name for p in home.iterdir()) == entries
+
+
+def test_export_otlp_with_out_says_the_two_do_not_go_together(cli: Invoke) -> None:
+    result = cli("sessions", "export", "any", "--format", "otlp", "--out", "spans.json")
+
+    assert result.exit_code == 2
+    assert result.error_lines == [
+        "error: --out does not go with --format otlp: the spans go to the trace backend"
+    ]

@@ -41,3 +41,19 @@ def test_python_dash_m_agent_lab_runs_the_cli() -> None:
     )
     assert out.returncode == 0
     assert "agent-lab" in out.stdout or "Agent Lab" in out.stdout
+
+
+def test_the_errors_the_docs_tell_users_to_catch_are_public() -> None:
+    for name in (
+        "InvalidRequest",
+        "UnknownTools",
+        "ProviderHTTPError",
+        "ProviderTimeout",
+        "ProviderDeadlineExceeded",
+        "ProviderConnectionError",
+        "ProviderProtocolError",
+        "ModelBehaviorError",
+        "InvalidTranscript",
+    ):
+        assert name in agent_lab.__all__
+        assert issubclass(getattr(agent_lab, name), agent_lab.AgentLabError)

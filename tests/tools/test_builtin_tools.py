@@ -28,7 +28,11 @@ from agent_lab.application.builtin_backends import (
     Note,
     SearchHit,
 )
-from agent_lab.application.builtin_tools import builtin_tool_definitions, parse_volume_request
+from agent_lab.application.builtin_tools import (
+    builtin_tool_definitions,
+    parse_volume_request,
+    search_query,
+)
 from agent_lab.application.events import ResultPolicy
 from agent_lab.application.tools import (
     ToolExecutionContext,
@@ -991,3 +995,18 @@ async def test_first_use_of_the_shared_tools_file_by_concurrent_handlers_never_f
         results = await asyncio.gather(*(registry.execute_async(call) for call in calls))
         errors += [result["error"] for result in results if "error" in result]
     assert errors == []
+
+
+@pytest.mark.parametrize(
+    ("message", "query"),
+    [
+        ("Search the local corpus for SQLite WAL.", "SQLite WAL"),
+        ("Search the local corpus for SQLite WAL and tell me about it.", "SQLite WAL"),
+        ("Look up full-text search with BM25.", "full-text search with BM25"),
+        ("Can you google the weather in Oslo, and then summarize it.", "weather in Oslo"),
+        ("What is WAL mode?", "What is WAL mode?"),
+        ("search", "search"),
+    ],
+)
+def test_the_search_resolver_leaves_the_asking_out_of_the_query(message: str, query: str) -> None:
+    assert search_query(message) == query

@@ -25,6 +25,7 @@ A handler that refuses its input, or whose backend fails, raises ``BuiltinToolEr
 from __future__ import annotations
 
 import functools
+import re
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -181,8 +182,35 @@ def _web_search_tool(backend: SearchBackend) -> ToolDefinition:
 
 
 def _resolve_web_search(event: ToolCallEvent, context: ToolExecutionContext) -> dict[str, Any]:
-    query = context.latest_text("user")
-    return {"query": query.strip()} if query else {}
+    message = context.latest_text("user")
+    return {"query": search_query(message)} if message else {}
+
+
+def search_query(message: str) -> str:
+    """What to search for in a user's request: the message without the asking around it
+    (``"Search the local corpus for SQLite WAL and tell me about it."`` → ``"SQLite
+    WAL"``), as a model writing the query would; the whole message when nothing is left."""
+    text = " ".join(message.split())
+    query = _ASK_TO_SEARCH.sub("", text, count=1)
+    query = _AFTER_QUERY.sub("", query).strip()
+    return query or text.strip()
+
+
+_ASK_TO_SEARCH = re.compile(
+    r"^(?:(?:please|can\s+you|could\s+you|would\s+you|now)[,\s]+)*"
+    r"(?:search|look\s+up|look\s+for|find|google)\b"
+    r"(?:\s+(?:the|my|our))?(?:\s+(?:local\s+)?(?:corpus|web|internet|docs|documents|index))?"
+    r"(?:\s+(?:for|about|on))?\s*",
+    re.IGNORECASE,
+)
+"""A request to search at the start of a message."""
+_AFTER_QUERY = re.compile(
+    r"(?:,?\s+(?:and\s+then|and|then)\s+(?:tell|show|give|summari[sz]e|explain)\b.*)?"
+    r"[\s.!,;:]*$",
+    re.IGNORECASE,
+)
+"""What follows the query: "and tell me about it", and closing punctuation (a question
+keeps its question mark)."""
 
 
 # --- calendar.schedule.create -------------------------------------------------------

@@ -79,15 +79,16 @@ def _cli_error(exc: Exception) -> int:
     if not isinstance(exit_code, int) or not hasattr(exc, "format_message"):
         return _internal_error(exc)
     context = getattr(exc, "ctx", None)
+    path = context.command_path.split()[1:] if context is not None else []
+    where = " ".join(["agent-lab", *path])
     if type(exc).__name__ == "NoArgsIsHelpError":
         text = str(exc.format_message())  # rich help was already printed while building it
         if text.strip():
             typer.echo(text)
+        sys.stderr.write(f"error: missing command (see `{where} --help`)\n")
         return EXIT_USAGE
     message = one_line(str(exc.format_message()))
     if exit_code == EXIT_USAGE:
-        path = context.command_path.split()[1:] if context is not None else []
-        where = " ".join(["agent-lab", *path])
         message += f" (see `{where} --help`)"
     sys.stderr.write(f"error: {message}\n")
     return exit_code

@@ -20,9 +20,10 @@ from agent_lab.application.runtime import DebugRuntime
 from agent_lab.domain.errors import ConfigError
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
-    EXIT_RUN_FAILED,
     LabOptions,
     fast_from_env,
+    print_error,
+    run_failure,
     scratch_registry,
 )
 from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd, TurnHooks, drive_turns
@@ -41,6 +42,7 @@ __all__ = [
     "SessionRun",
     "TurnSample",
     "exit_code",
+    "report_failures",
     "load_for_run",
     "percentile",
     "run_scenario",
@@ -82,6 +84,9 @@ class SessionRun:
     turns: list[TurnSample]
     summary: Mapping[str, Any]
     errors: list[str] = field(default_factory=list)
+    """The failed turns' error messages, as the runtime gave them."""
+    failures: list[tuple[int, str]] = field(default_factory=list)
+    """The failed turns' exit codes and one-line reasons, as ``run`` would print them."""
 
     @property
     def totals(self) -> Mapping[str, Any]:
@@ -104,8 +109,22 @@ def load_for_run(options: LabOptions, name: str) -> tuple[Scenario, LabSettings]
 
 
 def exit_code(runs: Sequence[SessionRun]) -> int:
-    """The exit code of a command that ran scenario sessions: failed when any had errors."""
-    return EXIT_RUN_FAILED if any(run.errors for run in runs) else EXIT_OK
+    """The exit code of a command that ran scenario sessions: ``EXIT_OK`` when no turn
+    failed, else the highest code of its failed turns (a rejected key or an unknown
+    endpoint is a usage error, as in ``run``)."""
+    return max((code for run in runs for code, _ in run.failures), default=EXIT_OK)
+
+
+def report_failures(runs: Sequence[SessionRun]) -> None:
+    """One ``error:`` line on stderr per distinct reason turns failed for, with how many
+    of the campaign's turns it took."""
+    turns = sum(len(run.turns) for run in runs)
+    counts: dict[str, int] = {}
+    for run in runs:
+        for _, line in run.failures:
+            counts[line] = counts.get(line, 0) + 1
+    for line, count in counts.items():
+        print_error(f"{count} of {turns} turns failed: {line}")
 
 
 def scenario_settings(settings: LabSettings, scenario: Scenario, *, fast: bool) -> LabSettings:
@@ -192,9 +211,11 @@ async def run_scenario(
         finally:
             await driver.aclose()
     summary = lab.store.usage_summary(driver.session_id) if driver.session_id else {}
-    errors = [end.error["message"] for end in ends if end.error]
+    failed = [end.error for end in ends if end.error]
     samples = turn_samples(ends, summary, lab.prices, cold_start=cold_start)
-    return SessionRun(mode, driver.session_id, samples, summary, errors)
+    errors = [str(error["message"]) for error in failed]
+    failures = [run_failure(error) for error in failed]
+    return SessionRun(mode, driver.session_id, samples, summary, errors, failures)
 
 
 def turn_samples(

@@ -24,6 +24,7 @@ from agent_lab.interfaces.cli.compare import (
     SessionRun,
     exit_code,
     load_for_run,
+    report_failures,
     run_scenario,
     summarize_runs,
 )
@@ -143,6 +144,7 @@ async def _compare(
         rows = stats_rows(result)
         console.print(metric_table(f"{scenario.name}: median / p90", scenario.modes, rows))
         console.print(f"report: {files.markdown}\n        {files.html}")
+    report_failures(runs)
     return exit_code(runs)
 
 

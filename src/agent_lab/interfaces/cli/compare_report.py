@@ -65,7 +65,15 @@ def stats_rows(result: CompareResult) -> list[tuple[str, list[str]]]:
     rows = []
     for label, _ in (*TURN_METRICS, *WARM_METRICS, *SESSION_METRICS):
         rows.append((label, [_cell(result.stats[mode][label], label) for mode in result.modes]))
+    if any(run.failures for run in result.runs):  # the figures above include them
+        rows.append(("failed turns", [_failed(result, mode) for mode in result.modes]))
     return rows
+
+
+def _failed(result: CompareResult, mode: str) -> str:
+    runs = [run for run in result.runs if run.mode == mode]
+    failed = sum(len(run.failures) for run in runs)
+    return f"{failed} of {sum(len(run.turns) for run in runs)}"
 
 
 def _cell(stats: MetricStats, label: str = "") -> str:

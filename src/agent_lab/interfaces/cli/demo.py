@@ -20,6 +20,7 @@ from agent_lab.interfaces.cli.compare import (
     SessionRun,
     exit_code,
     load_for_run,
+    report_failures,
     run_scenario,
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
@@ -64,6 +65,7 @@ async def _demo(options: LabOptions) -> int:
     console.print()
     console.print(demo_table(runs))
     _print_next_steps(console, runs, options)
+    report_failures(runs)
     return exit_code(runs)
 
 

@@ -198,9 +198,12 @@ def export_session(
     home: HomeOption = None,
 ) -> None:
     """Export everything recorded for a session."""
-    if export_format not in ("json", "jsonl", "otlp") or (export_format == "otlp" and out):
+    if export_format not in ("json", "jsonl", "otlp"):
         with guard():
-            fail(f"unknown format {export_format!r} (use json, jsonl or otlp without --out)")
+            fail(f"unknown format {export_format!r} (use json, jsonl or otlp)")
+    if export_format == "otlp" and out:
+        with guard():
+            fail("--out does not go with --format otlp: the spans go to the trace backend")
     settings = store_settings(config, db, home)
     if export_format == "otlp":
         return export_otlp(session_id, settings)

@@ -9,6 +9,10 @@ connections (``frames.py``). Fan-out never
 waits: every connection has a bounded ``Outbox``; when one is full, that connection
 is dropped (its socket is closed with code 1008) and the session goes on.
 
+A session is live once its runtime has opened it: ``SessionHub.start`` returns
+then, and raises ``SessionRefused`` when the runtime could not open it (another
+runtime drives it, the store failed); nothing of a refused session is published.
+
 A reconnecting client either resumes from its last offset (when the replay buffer
 still holds everything after it) or receives the stored history of the completed
 turns plus the replay of the turn in progress. See ``docs/web-lab.md``.
@@ -22,14 +26,12 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 
 from agent_lab.application.contracts import DebugRunRequest
 from agent_lab.application.pricing import PriceTable
-from agent_lab.application.protocol import OutputMessage
-from agent_lab.application.record import TurnRecord, session_records
+from agent_lab.application.protocol import ErrorMessage, OutputMessage
+from agent_lab.application.record import TurnRecord
 from agent_lab.application.runtime import DebugRuntime, RuntimeSession
-from agent_lab.domain.errors import SessionNotFound
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.web.clients import own_client
@@ -42,9 +44,11 @@ from agent_lab.interfaces.web.frames import (
     UserMessageFrame,
     dumps,
 )
+from agent_lab.interfaces.web.opening import STOPPED, SessionLive, SessionRefused
 from agent_lab.interfaces.web.options import WebOptions
 from agent_lab.interfaces.web.protocol import ConnectionOverride
 from agent_lab.interfaces.web.record_frames import RecordFeed
+from agent_lab.interfaces.web.resume import ResumePoint, resume_point
 
 __all__ = [
     "CLOSE_SLOW_CONSUMER",
@@ -54,25 +58,9 @@ __all__ = [
     "Replay",
     "SessionHub",
     "SessionLive",
+    "SessionRefused",
     "dumps",
 ]
-
-
-@dataclass(frozen=True)
-class ResumePoint:
-    """Where a stored session goes on: its next turn, and the records of the turns a
-    stopped runtime left running (the next turn closes them as interrupted)."""
-
-    first_turn: int
-    left_open: list[TurnRecord]
-
-
-class SessionLive(Exception):
-    """``start`` found the session already running; attach to ``live`` instead."""
-
-    def __init__(self, live: LiveSession) -> None:
-        super().__init__(live.session_id)
-        self.live = live
 
 
 class LiveSession:
@@ -111,6 +99,8 @@ class LiveSession:
         self._idle_timer: asyncio.TimerHandle | None = None
         self._on_closed: Callable[[LiveSession], None] | None = None
         self._closed = asyncio.Event()
+        self._opened = asyncio.Event()
+        self._refusal: ErrorMessage | None = None
         self._finished = False
         self._ending = False
 
@@ -144,9 +134,20 @@ class LiveSession:
         except BaseException:  # it never opened: nothing to finish but the session's client
             self._finished = True
             self._closed.set()
+            self._settle_opening()
             await self._close_owned_client()
             raise
         self._task = asyncio.create_task(self._pump(self._session))
+
+    async def opened(self) -> None:
+        """Wait until the runtime has opened the session (claimed and loaded it).
+
+        Raises:
+            SessionRefused: it could not; the session has ended, nothing was published.
+        """
+        await self._opened.wait()
+        if self._refusal is not None:
+            raise SessionRefused(self._refusal)
 
     def subscribe(self, outbox: Outbox, resume_from: int | None, stream_id: str | None) -> Replay:
         """Register ``outbox`` for live frames and return what it must be sent first."""
@@ -201,6 +202,11 @@ class LiveSession:
     async def _pump(self, session: RuntimeSession) -> None:
         try:
             async for message in session:  # ends once the session has ended and stopped
+                if not self._opened.is_set():
+                    if message["type"] == "error":  # before anything else: it never opened
+                        self._refusal = message
+                        break
+                    self._opened.set()
                 self._publish(message)
                 # Let the connections' senders run between frames, so a burst of
                 # output does not overflow buffers that are being drained.
@@ -220,10 +226,19 @@ class LiveSession:
             await self._stack.aclose()
             await self._close_owned_client()
         finally:
-            self._detach_all()
+            if self._opened.is_set():
+                self._detach_all()
+            self._subscribers.clear()  # a refused start was never attached: no notice
             self._closed.set()
+            self._settle_opening()
             if self._on_closed is not None:
                 self._on_closed(self)
+
+    def _settle_opening(self) -> None:
+        """A session that ends before it opened was refused (or stopped while opening)."""
+        if not self._opened.is_set() and self._refusal is None:
+            self._refusal = STOPPED
+        self._opened.set()
 
     async def _close_owned_client(self) -> None:
         if self._owned_client is not None:
@@ -316,10 +331,12 @@ class SessionHub:
         outbox: Outbox,
         connection: ConnectionOverride | None = None,
     ) -> LiveSession:
-        """Start a runtime for ``request.session_id`` with ``outbox`` subscribed.
+        """Start a runtime for ``request.session_id`` with ``outbox`` subscribed, and
+        return the session once the runtime has opened it.
 
         Raises:
             SessionLive: the session is already live (attach to it instead).
+            SessionRefused: the runtime could not open it (``session_busy``…).
             ConfigError: the connection override is not a usable endpoint.
         """
         session_id = request.session_id
@@ -330,7 +347,7 @@ class SessionHub:
                 raise SessionLive(existing)
             if existing is not None:
                 await existing.wait_closed()
-            resumed = await asyncio.to_thread(self._resume_point, session_id)
+            resumed = await asyncio.to_thread(resume_point, self.lab, session_id)
             live = self._new_session(session_id, resumed, connection)
             live.subscribe(outbox, None, None)
             self._live[session_id] = live
@@ -339,7 +356,12 @@ class SessionHub:
             except BaseException:
                 self._forget(live)
                 raise
-            return live
+        try:  # outside the lock: claiming may wait for another runtime (``--workers``)
+            await live.opened()
+        except BaseException:
+            live.unsubscribe(outbox)
+            raise
+        return live
 
     async def aclose(self) -> None:
         """Stop every live session (server shutdown)."""
@@ -369,25 +391,6 @@ class SessionHub:
             prices=self.lab.prices,
             left_open=resumed.left_open,
         )
-
-    def _resume_point(self, session_id: str) -> ResumePoint:
-        """Where the session goes on (blocking: run it in a thread)."""
-        store = self.lab.store
-        if store is None:
-            return ResumePoint(1, [])
-        try:
-            first_turn = store.next_turn_index(session_id)
-        except SessionNotFound:
-            return ResumePoint(1, [])
-        if first_turn == 1:
-            return ResumePoint(1, [])
-        records = session_records(
-            store.list_audit_logs(session_id),
-            session_id=session_id,
-            turns=store.list_turns(session_id),
-            prices=self.lab.prices,
-        )
-        return ResumePoint(first_turn, [r for r in records if r.status == "running"])
 
     def _forget(self, live: LiveSession) -> None:
         self._next_offsets[live.session_id] = live.next_offset

@@ -182,9 +182,15 @@ def _problem(error: ErrorDetails) -> str:
     return error["msg"]
 
 
-def error_frame(message: str, field: str | None = None) -> dict[str, Any]:
-    """``{"type": "error", "message", "field"?}``; ``field`` names what to fix."""
+def error_frame(
+    message: str, field: str | None = None, *, reason: tuple[str, str] | None = None
+) -> dict[str, Any]:
+    """``{"type": "error", "message", "field"?, "failure_reason"?, "exit_class"?}``:
+    ``field`` names what to fix; ``reason`` is the runtime's ``(failure_reason,
+    exit_class)`` of a session that could not start (``("session_busy", "usage")``)."""
     frame: dict[str, Any] = {"type": "error", "message": message}
     if field is not None:
         frame["field"] = field
+    if reason is not None:
+        frame["failure_reason"], frame["exit_class"] = reason
     return frame

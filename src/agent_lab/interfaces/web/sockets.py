@@ -26,6 +26,7 @@ from agent_lab.interfaces.web.hub import (
     LiveSession,
     Outbox,
     SessionLive,
+    SessionRefused,
     dumps,
 )
 from agent_lab.interfaces.web.limits import LimitExceeded, check_message_size, check_request
@@ -167,8 +168,10 @@ class Connection:
             self._control(error_frame(str(error), error.field))
         except (ProtocolError, LimitExceeded) as exc:
             self._control(error_frame(str(exc), exc.field))
-        except AgentLabError as exc:  # the session cannot start now (busy, storage…)
-            self._control(error_frame(str(exc)))
+        except SessionRefused as exc:  # its runtime could not open the session (busy…)
+            await self._refused(exc)
+        except AgentLabError as exc:  # the session cannot start now (storage, endpoint…)
+            self._control(error_frame(str(exc), reason=(exc.failure_reason, exc.exit_class)))
 
     async def _start(self, command: StartCommand) -> None:
         if self.live is not None and not self.live.ending:
@@ -180,8 +183,12 @@ class Connection:
             self._check_connection(command.connection)
         live = self.state.hub.get(self.session_id)
         if live is not None:
-            await self._attach(live, command.resume_from, command.stream_id)
-            return
+            try:
+                await self._attach(live, command.resume_from, command.stream_id)
+                return
+            except SessionRefused:  # its runtime could not open it: not live after all
+                if request is not None and request.user_message.strip():
+                    raise
         opening = request is None or not request.user_message.strip()
         if opening and self.state.watchers.was_deleted(self.session_id):
             self._on_deleted()  # a tab reopening a session deleted meanwhile
@@ -273,13 +280,14 @@ class Connection:
                 if with_history:
                     await self._send({"type": "history", "record": record, "before_turn": None})
                 return
-        self.pending = None
         await self._attach(live, None, None)
+        self.pending = None
         live.submit(request.user_message)
 
     async def _attach(
         self, live: LiveSession, resume_from: int | None, stream_id: str | None
     ) -> None:
+        await live.opened()  # one still opening: once its runtime has opened it (or refused)
         async with self._send_lock:
             self.outbox.masker = self.state.masker_for(self.session_id)
             replay = live.subscribe(self.outbox, resume_from, stream_id)
@@ -289,6 +297,18 @@ class Connection:
                 await self._send_history(replay.history_before, truncated=replay.truncated)
             for frame in replay.frames:
                 await self.websocket.send_text(self.outbox.masker.frame(frame.text))
+
+    async def _refused(self, refusal: SessionRefused) -> None:
+        """A start the runtime could not open: its error (never a turn's end: nothing
+        was attached), then the session as stored now (another runtime's turn…)."""
+        error = refusal.error
+        reason = (error.get("failure_reason", "run_error"), error.get("exit_class", "run_failed"))
+        async with self._send_lock:
+            await self._send(error_frame(error["message"], reason=reason))
+            with contextlib.suppress(AgentLabError):  # the error said enough
+                record = await self._read_history(None)
+                if record is not None:
+                    await self._send({"type": "history", "record": record, "before_turn": None})
 
     async def _send_history(self, before_turn: int | None, *, truncated: bool = False) -> None:
         record = await self._read_history(before_turn)

@@ -225,7 +225,11 @@ function onError(frame) {
     return;
   }
   const starting = state.phase === "connecting" || state.phase === "pending";
-  const shown = showFieldError(frame.field, frame.message);
+  // A session its runtime could not open (another runtime drives it…) ends no turn:
+  // said under the composer, which gets the message back.
+  const shown = frame.failure_reason && !frame.field
+    ? showFieldError("message", `Not sent: ${frame.message}`)
+    : showFieldError(frame.field, frame.message);
   if (!shown) toast(frame.message, "error");
   if (starting) restoreComposer(state.lastSent);
   if (state.phase === "connecting") setPhase("rejected");
