@@ -140,6 +140,40 @@ async def test_a_session_refuses_a_broken_message_and_goes_on(tmp_path: Path) ->
     assert [turn["user_message"] for turn in turns] == ["good"]
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [
+        ("", "empty or whitespace only"),
+        (" \t\n ", "empty or whitespace only"),
+        (ChatMessage(role="user", content="  "), "empty or whitespace only"),
+        (123, r"not a str or ChatMessage \(int\)"),
+        (None, r"not a str or ChatMessage \(NoneType\)"),
+    ],
+)
+async def test_a_session_refuses_a_blank_or_foreign_message_before_queueing_it(
+    tmp_path: Path, message: Any, problem: str
+) -> None:
+    client = ScriptedChatClient([text("fine")])
+    with SQLiteSessionStore(tmp_path / "s.sqlite3") as store:
+        runtime = DebugRuntime(client, session_store=store)
+        async with runtime.session(_request(session_id="s")) as session:
+            with pytest.raises(InvalidRequest, match=f"message: {problem}") as raised:
+                await session.send(message)
+            assert raised.value.field == "message"
+            assert isinstance(raised.value, ValueError)
+            with pytest.raises(InvalidRequest, match=f"message: {problem}"):
+                session.send_nowait(message)
+            await session.send("good")
+            await session.close()
+            outputs = await asyncio.wait_for(collect(aiter(session)), timeout=30)
+        turns = store.list_turns("s")
+    assert [m["type"] for m in outputs if m["type"] in {"turn_completed", "error"}] == [
+        "turn_completed"
+    ]
+    assert [turn["user_message"] for turn in turns] == ["good"]
+
+
 def test_a_value_json_cannot_hold_in_extra_body_is_a_validation_error() -> None:
     with pytest.raises(ValidationError) as raised:
         _request(event_agent=EventAgentParams(extra_body={"hint": {"when": object()}}))

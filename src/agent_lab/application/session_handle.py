@@ -32,7 +32,7 @@ from agent_lab.application.contracts import DebugRunRequest, check_text
 from agent_lab.application.event_agent import EventBatchDone
 from agent_lab.application.protocol import InputItem, OutputMessage
 from agent_lab.application.queues import RuntimeQueues
-from agent_lab.domain.errors import UsageError
+from agent_lab.domain.errors import InvalidRequest, UsageError
 from agent_lab.domain.messages import ChatMessage
 
 if TYPE_CHECKING:
@@ -89,14 +89,17 @@ class RuntimeSession:
         """Submit a user turn; it runs after the turn in progress, if any.
 
         Raises:
-            InvalidRequest: the message is not valid Unicode (a lone surrogate).
+            InvalidRequest: (field ``message``) the message is not a ``str`` or
+                ``ChatMessage``, is empty or whitespace only, or is not valid Unicode
+                (a lone surrogate); nothing was queued.
+            UsageError: the session is closed or over.
         """
-        check_text("message", message)
+        check_message(message)
         await self._open_input().put(message)
 
     def send_nowait(self, message: str | ChatMessage) -> None:
         """``send()`` without waiting (raises ``asyncio.QueueFull`` on a full bounded queue)."""
-        check_text("message", message)
+        check_message(message)
         self._open_input().put_nowait(message)
 
     def cancel_turn(self) -> bool:
@@ -179,6 +182,19 @@ class RuntimeSession:
             await self._runtime.aclose(grace_seconds=0)
         elif not task.cancelled() and task.exception() is not None:
             await task  # a crash of the runtime is never silent
+
+
+def check_message(message: object) -> None:
+    """Raises ``InvalidRequest`` (field ``message``) for a value ``send()`` cannot run."""
+    if isinstance(message, str):
+        content = message
+    elif isinstance(message, ChatMessage):
+        content = message.content
+    else:
+        raise InvalidRequest("message", f"not a str or ChatMessage ({type(message).__name__})")
+    if not content.strip():
+        raise InvalidRequest("message", "empty or whitespace only")
+    check_text("message", message)
 
 
 async def next_output(
