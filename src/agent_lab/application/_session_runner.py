@@ -20,9 +20,9 @@ from agent_lab.application._batches import EventAgentLink, EventServices
 from agent_lab.application._deadlines import deadlines_for
 from agent_lab.application._modes import mode_for
 from agent_lab.application._persistence import SessionRecorder
-from agent_lab.application._recording import NULL_RECORDER, FinishedTurn, Recorder
+from agent_lab.application._recording import NULL_RECORDER, Recorder
 from agent_lab.application._restore import read_stored_history
-from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState
+from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState, close_turn
 from agent_lab.application._transcript import History, fold_title, persisted_call_ids
 from agent_lab.application._turn import (
     TurnEngine,
@@ -35,13 +35,12 @@ from agent_lab.application.event_agent import EventAgent, ReplyChannel
 from agent_lab.application.events import EventBatchExecutor
 from agent_lab.application.loop_lag import monitor_for
 from agent_lab.application.ports import ChatClient, Clock
-from agent_lab.application.queues import RuntimeQueues
+from agent_lab.application.queues import RuntimeQueues, drop_pending
 from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry
 from agent_lab.domain.errors import (
     AgentLabError,
     InternalError,
-    PersistenceFailed,
     RunCancelled,
     TurnLimitExceeded,
 )
@@ -74,6 +73,11 @@ class SessionRunner:
     """Cancellations of that task asked for by ``cancel_turn`` or the time limit."""
     _turn_expired: bool = field(default=False, init=False)
     _ending: bool = field(default=False, init=False)  # ``end_now`` was called
+    reading: bool = field(default=True, init=False)
+    """It still reads ``queues.input``: a user turn put there either runs or is dropped."""
+    turns_taken: int = field(default=0, init=False)  # user turns read from the input
+    _cancels_ahead: int = field(default=0, init=False)  # turns to cancel as they start
+    _dropped: tuple[str, ...] = field(default=(), init=False)  # unread user turns
 
     def __post_init__(self) -> None:
         self.auditor = Auditor(self.clock, self.queues.output)
@@ -153,7 +157,7 @@ class SessionRunner:
             return
         self._ending = True
         if not self.one_shot:
-            self.queues.close_input_now()
+            self._dropped += _user_turns(self.queues.close_input_now())
         self.cancel_turn()
 
     def cancel_turn(self) -> bool:
@@ -165,6 +169,14 @@ class SessionRunner:
             task.get_loop().call_soon(self._cancel_turn_task)  # so it lands inside the turn
             return True
         self._cancel_turn_task()
+        return True
+
+    def cancel_unstarted(self, sent: int) -> bool:
+        """Cancel, as it starts, the next of the ``sent`` user turns not started yet (not
+        one already marked so); whether there was one."""
+        if not self.reading or sent - self.turns_taken <= self._cancels_ahead:
+            return False
+        self._cancels_ahead += 1
         return True
 
     async def _open(self) -> SessionState | None:
@@ -226,6 +238,7 @@ class SessionRunner:
         return details
 
     async def _run_one_shot(self, turn: TurnState) -> None:
+        assert self.engine is not None
         await self.queues.input.put(ChatMessage(role="user", content=self.request.user_message))
         user = await self._next_user_message()
         if user is None:
@@ -234,7 +247,7 @@ class SessionRunner:
         ended = await self.auditor.emit(
             "session_finished", _audit_details.session_finished(turn, outcome)
         )
-        outcome = await self._close_turn(turn, outcome, ended)
+        outcome = await close_turn(self.engine.session, turn, outcome, ended)
         if outcome.failure is not None:
             await self.queues.output.put(_outputs.error(outcome.failure))
         else:
@@ -257,12 +270,15 @@ class SessionRunner:
             ended = await self.auditor.emit(
                 "turn_completed", _audit_details.turn_completed(turn, outcome)
             )
-            outcome = await self._close_turn(turn, outcome, ended)
+            outcome = await close_turn(self.engine.session, turn, outcome, ended)
             await self._announce(turn, outcome)
             turn = None
             if outcome.status == "terminated":
                 break
-        await self.auditor.emit("session_finished", _audit_details.session_finished())
+        self.reading = False  # what is still unread never runs: it is reported
+        self._dropped += _user_turns(drop_pending(self.queues.input))
+        dropped = {"dropped_messages": list(self._dropped)} if self._dropped else {}
+        await self.auditor.emit("session_finished", _audit_details.session_finished() | dropped)
         await self.queues.output.put(_outputs.done())
 
     async def _announce(self, turn: TurnState, outcome: TurnOutcome) -> None:
@@ -283,6 +299,9 @@ class SessionRunner:
         self._turn_task, self._turn_cancels, self._turn_expired = task, 0, False
         if self._ending:  # it started while the session was being ended
             self.cancel_turn()
+        elif self._cancels_ahead:  # ``cancel_unstarted`` marked it
+            self._cancels_ahead -= 1
+            turn.cancelled_ahead = True
         deadlines = deadlines_for(loop)  # one timer for all the loop's turns
         deadlines.add(self, limit)
         try:
@@ -323,32 +342,6 @@ class SessionRunner:
             self._turn_cancels += 1
             task.cancel()
 
-    async def _close_turn(self, turn: TurnState, outcome: TurnOutcome, ended: float) -> TurnOutcome:
-        assert self.engine is not None
-        session = self.engine.session
-        recorder = session.recorder
-        # The note goes out with the turn's first chat request; a turn that ended before
-        # it hands its batches on to the next turn, whose request carries the note.
-        recovered = turn.recovered if turn.round_index else ()
-        if not turn.round_index:
-            session.unacknowledged = turn.recovered
-        try:
-            await recorder.finish_turn(
-                FinishedTurn(
-                    turn.index,
-                    list(turn.metrics),
-                    status=outcome.status,
-                    wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
-                    round_count=turn.round_index,
-                    failure=outcome.failure,
-                    recovered=recovered,
-                )
-            )
-        except PersistenceFailed as exc:
-            if outcome.failure is None:
-                return TurnOutcome("failed", exc)
-        return outcome
-
     async def _next_user_message(self) -> ChatMessage | None:
         """The next user turn from ``queues.input`` (the event agent's ``tool`` replies,
         recorded there too, are skipped)."""
@@ -358,6 +351,7 @@ class SessionRunner:
                 return None
             message = as_user_message(item)
             if message is not None:
+                self.turns_taken += 1
                 return message
 
     def event_services(self) -> EventServices:
@@ -398,3 +392,8 @@ class SessionRunner:
         self.queues.drop_pending_events()  # requests their turn no longer waits for
         if self._services is not None:
             self._services.event_agent.replies.clear()
+
+
+def _user_turns(items: list[Any]) -> tuple[str, ...]:
+    """The texts of the user turns among input items taken off the queue unread."""
+    return tuple(m.content for item in items if (m := as_user_message(item)) is not None)

@@ -7,13 +7,19 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent_lab.application._recording import NULL_RECORDER, MemoryRecorder, Recorder
+from agent_lab.application import _outputs
+from agent_lab.application._recording import (
+    NULL_RECORDER,
+    FinishedTurn,
+    MemoryRecorder,
+    Recorder,
+)
 from agent_lab.application._recovery import NO_RECOVERY, Recovery
 from agent_lab.application._restore import RowRepair
 from agent_lab.application._transcript import History, RequestPrefix, request_prefix
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.session_store import CallMetric
-from agent_lab.domain.errors import AgentLabError
+from agent_lab.domain.errors import AgentLabError, PersistenceFailed
 from agent_lab.domain.messages import ChatMessage
 
 TurnStatus = Literal["completed", "terminated", "failed", "cancelled"]
@@ -85,6 +91,8 @@ class TurnState:
     was cancelled), for the turn's closing audit."""
     recovered: tuple[str, ...] = ()
     """Journal ids of interrupted batches this turn reported to the model."""
+    cancelled_ahead: bool = False
+    """Cancelled before it started: once on record it ends as cancelled, no round run."""
 
     def landing(self) -> dict[str, ChatMessage]:
         """Where a batch keeps its durable results: made by the turn's first batch
@@ -99,3 +107,31 @@ class TurnOutcome:
     status: TurnStatus
     failure: AgentLabError | None = None
     """Why a ``failed`` or ``cancelled`` turn ended; it names its own reason."""
+
+
+async def close_turn(
+    session: SessionState, turn: TurnState, outcome: TurnOutcome, ended: float
+) -> TurnOutcome:
+    """Persist how ``turn`` ended; a failure to persist fails a turn that had not failed."""
+    recorder = session.recorder
+    # The note goes out with the turn's first chat request; a turn that ended before
+    # it hands its batches on to the next turn, whose request carries the note.
+    recovered = turn.recovered if turn.round_index else ()
+    if not turn.round_index:
+        session.unacknowledged = turn.recovered
+    try:
+        await recorder.finish_turn(
+            FinishedTurn(
+                turn.index,
+                list(turn.metrics),
+                status=outcome.status,
+                wall_time_ms=_outputs.elapsed_ms(turn.origin, ended),
+                round_count=turn.round_index,
+                failure=outcome.failure,
+                recovered=recovered,
+            )
+        )
+    except PersistenceFailed as exc:
+        if outcome.failure is None:
+            return TurnOutcome("failed", exc)
+    return outcome

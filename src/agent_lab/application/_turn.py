@@ -109,6 +109,8 @@ class TurnEngine:
         chat: ChatRound | None = None
         try:
             await self._open_turn(turn, user)
+            if turn.cancelled_ahead:  # on record now: it ends as a cancelled turn does
+                raise asyncio.CancelledError
             while True:  # one round per pass, through the protocol's phases
                 self._check_round_cap(turn)
                 chat = await self._build_request(turn)

@@ -6,11 +6,13 @@ Their items are described in ``agent_lab.application.protocol``.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, TypeVar
 
 from agent_lab.application.compact_queue import CompactQueue, SparseQueue
 from agent_lab.application.event_agent import EventAgentRequest, EventBatchDone
 from agent_lab.application.protocol import InputItem
+
+T = TypeVar("T")
 
 
 class RuntimeQueues:
@@ -61,10 +63,12 @@ class RuntimeQueues:
         while events is not None and not events.empty():
             events.get_nowait()
 
-    def close_input_now(self) -> None:
-        """Drop the input not read yet (a ``None`` too) and close it with a ``None``."""
-        drop_pending(self.input)
+    def close_input_now(self) -> list[InputItem | EventBatchDone]:
+        """Drop the input not read yet (a ``None`` too), close it with a ``None``;
+        returns what was dropped."""
+        dropped = drop_pending(self.input)
         self.input.put_nowait(None)  # the queue was just emptied: it has room
+        return dropped
 
     def __repr__(self) -> str:
         return (
@@ -72,7 +76,9 @@ class RuntimeQueues:
         )
 
 
-def drop_pending(queue: asyncio.Queue[Any]) -> None:
-    """Drop what ``queue`` holds now, without waiting."""
+def drop_pending(queue: asyncio.Queue[T]) -> list[T]:
+    """Drop what ``queue`` holds now, without waiting; returns it."""
+    dropped: list[T] = []
     while not queue.empty():
-        queue.get_nowait()
+        dropped.append(queue.get_nowait())
+    return dropped

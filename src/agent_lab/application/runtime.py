@@ -143,6 +143,16 @@ class DebugRuntime:
         """Cancel the turn in progress (its batch is journaled as cancelled)."""
         return self._runner.cancel_turn() if self._runner is not None else False
 
+    def _cancel_unstarted(self, sent: int) -> bool:
+        """A session handle's ``cancel_turn()`` between turns: cancel the next of the
+        ``sent`` turns as it starts (see ``SessionRunner.cancel_unstarted``)."""
+        runner = self._runner
+        return runner is not None and self.running and runner.cancel_unstarted(sent)
+
+    def _reads_input(self) -> bool:
+        """The session still reads its input (a turn sent now either runs or is reported)."""
+        return self._runner is not None and self.running and self._runner.reading
+
     @property
     def running(self) -> bool:
         """The session or run this runtime started has not stopped yet."""

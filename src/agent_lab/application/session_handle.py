@@ -56,6 +56,7 @@ class RuntimeSession:
         self._task: asyncio.Task[None] | None = None
         self._backlog: deque[OutputMessage] = deque()
         self._input_closed = False
+        self._sent = 0  # user turns put on the input
         self._ended = False
         self.session_id: str | None = request.session_id
         """The persisted session's id, once ``session_started`` has been read."""
@@ -96,18 +97,26 @@ class RuntimeSession:
         """
         check_message(message)
         await self._open_input().put(message)
+        self._sent += 1
 
     def send_nowait(self, message: str | ChatMessage) -> None:
         """``send()`` without waiting (raises ``asyncio.QueueFull`` on a full bounded queue)."""
         check_message(message)
         self._open_input().put_nowait(message)
+        self._sent += 1
 
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress (its ``error`` says ``cancelled``); the session goes on.
 
-        Returns whether a turn was running.
+        Between turns, it cancels the next turn sent and not started yet instead (one
+        ``send()`` just made, say): that turn is cancelled as it starts, with the same
+        ``error`` and stored as ``cancelled``. Each call marks one more of them.
+        Returns whether it applied to a turn; ``False`` when none is running and every
+        turn sent has started (or is marked already).
         """
-        return self.running and self._runtime.cancel_turn()
+        if not self.running:
+            return False
+        return self._runtime.cancel_turn() or self._runtime._cancel_unstarted(self._sent)
 
     async def close(self) -> None:
         """Accept no more turns: the ones already sent still run, then the session ends.
@@ -149,7 +158,7 @@ class RuntimeSession:
 
     def _open_input(self) -> asyncio.Queue[InputItem | EventBatchDone]:
         queues, task = self._require()
-        if self._input_closed or task.done():
+        if self._input_closed or task.done() or not self._runtime._reads_input():
             raise UsageError("the session is closed")
         return queues.input
 
