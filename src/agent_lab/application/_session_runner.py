@@ -172,9 +172,10 @@ class SessionRunner:
         return True
 
     def cancel_unstarted(self, sent: int) -> bool:
-        """Cancel, as it starts, the next of the ``sent`` user turns not started yet (not
-        one already marked so); whether there was one."""
-        if not self.reading or sent - self.turns_taken <= self._cancels_ahead:
+        """Cancel, as it starts, the next of the ``sent`` user turns still in the input
+        (not one already marked so); whether there was one."""
+        unstarted = min(sent - self.turns_taken, self.queues.input.qsize())
+        if not self.reading or unstarted <= self._cancels_ahead:
             return False
         self._cancels_ahead += 1
         return True
