@@ -244,8 +244,7 @@ function handleControl(frame) {
     case "queued":
       break;
     case "dropped":
-      queued.clear();
-      if (frame.count) toast(`Dropped ${frame.count} queued message${frame.count === 1 ? "" : "s"}`);
+      onDropped(frame);
       break;
     case "deleted":
       sessionDeleted();
@@ -255,6 +254,7 @@ function handleControl(frame) {
       break;
     case "detached":
       setPhase("ended");
+      notRun(queued.take(), "the session ended before their turn");  // a server that said nothing
       conversation.sessionEnded();
       refreshRecord();
       break;
@@ -267,6 +267,30 @@ function handleControl(frame) {
     default:
       break;
   }
+}
+
+const DROP_REASONS = {
+  session_ended: "the session ended before their turn",
+  close: "the session was ended in another tab or window",
+  drop_queued: "they were dropped in another tab or window",
+};
+
+// Queued messages the server will not run: gone from the queue; unless this page asked
+// for it, said in the conversation, and the text goes back into the composer.
+function onDropped(frame) {
+  const mine = queued.take(frame.contents);
+  if (frame.requested || !frame.reason) {
+    if (frame.count) toast(`Dropped ${frame.count} queued message${frame.count === 1 ? "" : "s"}`);
+    return;
+  }
+  notRun(mine, DROP_REASONS[frame.reason] || "they were dropped");
+}
+
+function notRun(texts, why) {
+  if (!texts.length) return;
+  const what = texts.length === 1 ? "A queued message will not run" : `${texts.length} queued messages will not run`;
+  conversation.notice(`${what}: ${why}. The text is back in the composer.`);
+  restoreComposer(texts.join("\n"));
 }
 
 function sessionDeleted() {
