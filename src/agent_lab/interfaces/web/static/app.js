@@ -391,11 +391,17 @@ function onTurnEnd(message) {
   refreshRecord();
 }
 
+// Only the audits stored after the last one this page holds are fetched (the live ones
+// came over the socket): the whole trail again after every turn grows with the session.
 async function refreshRecord() {
   if (!state.sessionId) return;
+  const known = state.record?.session?.id === state.sessionId ? state.record : null;
+  const after = lastAuditOffset(known);
   try {
-    const record = await api(`/api/sessions/${encodeURIComponent(state.sessionId)}`);
+    const query = after ? `?audit_after=${after}` : "";
+    const record = await api(`/api/sessions/${encodeURIComponent(state.sessionId)}${query}`);
     if (record.session.id !== state.sessionId) return;
+    if (after && known) record.audit = [...known.audit, ...(record.audit || [])];
     state.record = record;
     // Closed turns as the store has them now (a turn a dead runtime left open is closed
     // as interrupted once a later one ran), and calls the ledger holds as unreported.
@@ -410,6 +416,11 @@ async function refreshRecord() {
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 404)) toast(String(error.message), "error");
   }
+}
+
+function lastAuditOffset(record) {
+  const audit = record?.audit || [];
+  return audit.length ? audit[audit.length - 1].offset || 0 : 0;
 }
 
 function showLiveFigures() {
