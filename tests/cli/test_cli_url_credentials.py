@@ -7,6 +7,7 @@ processes against a scripted OpenAI-compatible server on 127.0.0.1.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.testing import ScriptedResponse, SSETranscriptServer
 from tests.cli.cli_helpers import Invoke, Result
+from tests.infrastructure.echo_provider import EchoProvider
 
 PASSWORD = "PWSECRET456"
 QUERY_KEY = "QSECRET789"
@@ -109,3 +111,73 @@ def test_a_key_http_cannot_carry_is_a_usage_error_before_any_request(
         "error: api_key cannot be sent in an HTTP header: character 4 is U+2026, and only"
         " printable ASCII is allowed (a placeholder such as 'sk-…'?)"
     ]
+
+
+USER = "alice"
+TOKEN = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+"""What ``Authorization: Basic`` carries for ``alice:PWSECRET456@``."""
+URL_SECRETS = (TOKEN.rstrip("="), f"{USER}:{PASSWORD}", PASSWORD)
+
+
+def _leaked(text: str, secrets: tuple[str, ...] = URL_SECRETS) -> list[str]:
+    return [secret for secret in secrets if secret.lower() in text.lower()]
+
+
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+def test_url_credentials_echoed_back_reach_no_output_database_or_export(
+    cli_process: Invoke, home: Path, tmp_path: Path, transport: str
+) -> None:
+    with EchoProvider() as provider:
+        url = provider.root.replace("http://", f"http://{USER}:{PASSWORD}@") + "/stream/v1"
+        run = cli_process(
+            "run", "hi", "--json", "--base-url", url, "--model", "m", "--transport", transport
+        )
+        received = provider.requests
+    assert run.exit_code == 0, run.stderr
+    assert [(r.method, r.target) for r in received] == [("POST", "/stream/v1/chat/completions")]
+    assert received[0].headers["authorization"] == f"Basic {TOKEN}"
+    session_id = str(json.loads(run.stdout.splitlines()[0])["session_id"])
+    shown = cli_process("sessions", "show", session_id)
+    as_json = cli_process("sessions", "export", session_id)
+    out = tmp_path / "session.jsonl"
+    as_jsonl = cli_process("sessions", "export", session_id, "--format", "jsonl", "--out", str(out))
+
+    for result in (run, shown, as_json, as_jsonl):
+        assert result.exit_code == 0, result.stderr
+        assert not _leaked(result.stdout + result.stderr), result.stdout
+    assert "auth=***" in run.stdout and "auth=***" in shown.stdout  # echoed, masked
+    assert "auth=***" in as_json.stdout and not _leaked(out.read_text(encoding="utf-8"))
+    stored = {p.name: p.read_bytes() for p in home.iterdir() if p.name.startswith("agent-lab")}
+    assert "agent-lab.sqlite3" in stored
+    for name, data in stored.items():  # the database, its WAL and shared memory
+        assert not _leaked(data.decode("latin-1")), name
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_an_api_key_next_to_url_credentials_is_a_usage_error_showing_neither(
+    cli_process: Invoke, how: str
+) -> None:
+    key = "sk-FLAGKEY-hidden"
+    with EchoProvider() as provider:
+        url = provider.root.replace("http://", f"http://{USER}:{PASSWORD}@") + "/stream/v1"
+        args = ("run", "hi", "--base-url", url, "--model", "m")
+        if how == "flag":
+            result = cli_process(*args, "--api-key", key)
+        else:
+            result = cli_process(*args, OPENAI_API_KEY=key)
+        assert provider.requests == []
+    assert result.exit_code == 2
+    assert len(result.error_lines) == 1, result.stderr
+    assert "carries credentials (user:pass@) and an API key is given too" in result.stderr
+    assert not _leaked(result.stdout + result.stderr, (*URL_SECRETS, key)), result.stderr
+
+
+def test_a_base_urls_query_is_sent_after_the_endpoint_path(cli_process: Invoke) -> None:
+    with EchoProvider() as provider:
+        url = f"{provider.root}/stream/v1?api-key={QUERY_KEY}"
+        run = cli_process("run", "hi", "--base-url", url, "--model", "m")
+        received = provider.requests
+    assert run.exit_code == 0, run.stderr
+    assert [r.target for r in received] == [f"/stream/v1/chat/completions?api-key={QUERY_KEY}"]
+    assert "request=POST /stream/v1/chat/completions?api-key=*** " in run.stdout, run.stdout
+    assert QUERY_KEY not in run.stdout + run.stderr

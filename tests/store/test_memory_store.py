@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import uuid
 from enum import Enum
 from typing import Any
@@ -134,8 +135,9 @@ def test_delete_session_removes_everything(store: SessionStore) -> None:
     store.append_audit(session_id, 1, "turn_started", {})
     store.append_usage(session_id, metric("chat:1:1", total_tokens=3))
     store.begin_batch(session_id, 1, 1, scope="s:round-1", mode="dual_agent", events=[call("e")])
-    store.claim_session(session_id, "runtime")
+    store.claim_session(session_id, "runtime", lease_seconds=0.2)
     store.append_message(other, 1, user("kept"))
+    time.sleep(0.4)  # a live claim keeps the session; an expired one does not
     store.delete_session(session_id)
     assert store.get_session(session_id) is None
     assert [session["id"] for session in store.list_sessions()] == [other]

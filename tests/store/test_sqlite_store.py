@@ -270,7 +270,8 @@ def test_read_only_store_needs_an_existing_file(sqlite_path: Path) -> None:
 def test_delete_session_leaves_no_orphan_rows(sqlite_path: Path) -> None:
     with SQLiteSessionStore(sqlite_path) as store:
         session_id = _populate(store)
-        store.claim_session(session_id, "r")
+        store.claim_session(session_id, "r", lease_seconds=0.2)
+        time.sleep(0.4)  # a live claim keeps the session; an expired one does not
         store.delete_session(session_id)
     conn = _raw(sqlite_path)
     try:

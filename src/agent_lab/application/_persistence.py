@@ -36,8 +36,10 @@ from agent_lab.application._store_access import (
     NOW_RAW_BYTES,
     Resumed,
     chars_of,
+    deleted_under_claim,
     grouping,
     raw_bytes,
+    write_failure,
     writing_now,
 )
 from agent_lab.application._tasks import finish_even_if_cancelled
@@ -51,8 +53,8 @@ from agent_lab.application.session_store import (
 from agent_lab.domain.errors import (
     PersistenceFailed,
     SessionBusy,
+    SessionNotFound,
     StoreError,
-    StoreFormatError,
 )
 from agent_lab.domain.messages import ChatMessage
 
@@ -134,12 +136,11 @@ class SessionRecorder:
                 if audits and atomic is not contextlib.nullcontext:
                     self._keep_audits(audits)  # they went down with the write
                 raise
-        except StoreFormatError as exc:  # found mid-session: the file went bad under us
-            raise PersistenceFailed("corrupt", str(exc)) from exc
-        except StoreError:
-            raise
-        except Exception as exc:  # an adapter bug must still read as a storage failure
-            raise PersistenceFailed("unknown", str(exc)) from exc
+        except Exception as exc:
+            failure = write_failure(self.store, self.session_id, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
 
     def _keep_audits(self, audits: BufferedAudits) -> None:
         """Best effort: the trail of a failed write is kept, as when it went first."""
@@ -224,9 +225,15 @@ class SessionRecorder:
             await asyncio.to_thread(
                 self.store.renew_claim, self.session_id, token, lease_seconds=LEASE_SECONDS
             )
-        except SessionBusy as exc:  # taken over (this runtime stalled past its lease)
-            self._claim_token = None  # the claim is the new owner's: never release it
-            self._lost_to = PersistenceFailed("taken_over", exc.holder)
+        except (SessionBusy, SessionNotFound) as exc:
+            # Taken over (this runtime stalled past its lease), or deleted under the
+            # claim: either way the claim is no longer this runtime's to release.
+            self._claim_token = None
+            self._lost_to = (
+                PersistenceFailed("taken_over", exc.holder)
+                if isinstance(exc, SessionBusy)
+                else deleted_under_claim(self.session_id)
+            )
             if self._serving is not None:
                 self._serving.cancel()
         except StoreError:

@@ -73,6 +73,7 @@ class SessionRunner:
     _turn_cancels: int = field(default=0, init=False)
     """Cancellations of that task asked for by ``cancel_turn`` or the time limit."""
     _turn_expired: bool = field(default=False, init=False)
+    _ending: bool = field(default=False, init=False)  # ``end_now`` was called
 
     def __post_init__(self) -> None:
         self.auditor = Auditor(self.clock, self.queues.output)
@@ -144,6 +145,16 @@ class SessionRunner:
             recorder.stop_on_loss(None)
         if recorder.lost_to is not None:
             await self.queues.output.put(_outputs.error(recorder.lost_to))
+
+    def end_now(self) -> None:
+        """End the session now, in order: unstarted turns dropped, the running one (and
+        one still starting) cancelled, then as usual (``session_finished``, ``done``)."""
+        if self._ending:
+            return
+        self._ending = True
+        if not self.one_shot:
+            self.queues.close_input_now()
+        self.cancel_turn()
 
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress, if any; the session goes on."""
@@ -270,6 +281,8 @@ class SessionRunner:
         task = asyncio.current_task()
         assert task is not None
         self._turn_task, self._turn_cancels, self._turn_expired = task, 0, False
+        if self._ending:  # it started while the session was being ended
+            self.cancel_turn()
         deadlines = deadlines_for(loop)  # one timer for all the loop's turns
         deadlines.add(self, limit)
         try:

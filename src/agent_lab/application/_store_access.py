@@ -15,6 +15,13 @@ from contextlib import AbstractContextManager
 from typing import Any, Final
 
 from agent_lab.application.session_store import SessionStore, WritesNow
+from agent_lab.domain.errors import (
+    PersistenceFailed,
+    SessionNotFound,
+    StoreError,
+    StoreFormatError,
+    UsageError,
+)
 from agent_lab.domain.json_values import JsonTextList
 from agent_lab.domain.messages import ChatMessage
 
@@ -67,3 +74,31 @@ def raw_bytes(details: dict[str, Any]) -> int:
 
 def _texts_size(value: object) -> int:
     return sum(map(len, value.texts)) if isinstance(value, JsonTextList) else 0
+
+
+def write_failure(store: SessionStore, session_id: str, exc: Exception) -> Exception:
+    """What a failed write of the session raises: a ``StoreError`` as it is, but an
+    unknown session or batch of a session that no longer exists (deleted by something
+    that writes without a claim) is ``deleted``; a store file gone bad mid-session is
+    ``corrupt``; anything else (an adapter bug) still reads as a storage failure."""
+    if isinstance(exc, SessionNotFound | UsageError) and _gone(store, session_id):
+        return deleted_under_claim(session_id)
+    if isinstance(exc, StoreFormatError):
+        return PersistenceFailed("corrupt", str(exc))
+    if isinstance(exc, StoreError):
+        return exc
+    return PersistenceFailed("unknown", str(exc))
+
+
+def deleted_under_claim(session_id: str) -> PersistenceFailed:
+    """The failure of a session's writes once the session was deleted under its claim."""
+    return PersistenceFailed(
+        "deleted", f"session {session_id!r} no longer exists; nothing was written"
+    )
+
+
+def _gone(store: SessionStore, session_id: str) -> bool:
+    try:
+        return store.get_session(session_id) is None
+    except Exception:  # noqa: BLE001 (a store that cannot answer did not lose it)
+        return False

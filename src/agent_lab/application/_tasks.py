@@ -21,3 +21,9 @@ async def finish_even_if_cancelled(work: Coroutine[Any, Any, T]) -> T:
     except asyncio.CancelledError:
         await task
         raise
+
+
+def being_cancelled() -> bool:
+    """The current task has a cancellation pending or under way."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -61,7 +61,18 @@ class RuntimeQueues:
         while events is not None and not events.empty():
             events.get_nowait()
 
+    def close_input_now(self) -> None:
+        """Drop the input not read yet (a ``None`` too) and close it with a ``None``."""
+        drop_pending(self.input)
+        self.input.put_nowait(None)  # the queue was just emptied: it has room
+
     def __repr__(self) -> str:
         return (
             f"RuntimeQueues(input={self.input!r}, output={self.output!r}, events={self._events!r})"
         )
+
+
+def drop_pending(queue: asyncio.Queue[Any]) -> None:
+    """Drop what ``queue`` holds now, without waiting."""
+    while not queue.empty():
+        queue.get_nowait()

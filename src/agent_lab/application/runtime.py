@@ -14,7 +14,8 @@ For example::
 ``run()`` yields one turn's output protocol until ``done`` or ``error``; ``session()``
 runs a multi-turn session behind a handle (see ``RuntimeSession``); ``start()`` and
 ``start_session()`` are the lower-level forms that hand out the queues themselves;
-``aclose()`` cancels and awaits everything the runtime started.
+``aclose()`` ends what the runtime runs (the running turn cancelled, the session
+finished as usual) and awaits everything it started.
 """
 
 from __future__ import annotations
@@ -22,23 +23,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from agent_lab.application._metrics import tool_metrics
 from agent_lab.application._session_runner import SessionRunner
+from agent_lab.application._tasks import being_cancelled
 from agent_lab.application.contracts import DebugRunRequest, check_runnable
 from agent_lab.application.events import EventBatchResult
 from agent_lab.application.loop_lag import LoopLagMonitor, monitor_for
 from agent_lab.application.ports import ChatClient, Clock
 from agent_lab.application.protocol import TERMINAL_TYPES, OutputMessage
-from agent_lab.application.queues import RuntimeQueues
+from agent_lab.application.queues import RuntimeQueues, drop_pending
 from agent_lab.application.session_handle import RuntimeSession, next_output
 from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry, shared_default_tool_registry
 from agent_lab.domain.errors import UsageError
 
-__all__ = ["TERMINAL_TYPES", "DebugRuntime", "RuntimeSession"]
+__all__ = ["CLOSE_GRACE_SECONDS", "TERMINAL_TYPES", "DebugRuntime", "RuntimeSession"]
+
+CLOSE_GRACE_SECONDS = 5.0
+"""How long ``aclose()`` lets the orderly end take before it cancels outright."""
 
 
 class DebugRuntime:
@@ -102,8 +107,12 @@ class DebugRuntime:
         """
         return RuntimeSession(self, request)
 
-    async def run(self, request: DebugRunRequest) -> AsyncIterator[OutputMessage]:
-        """Run one turn, yielding every output message until ``done`` or ``error``."""
+    async def run(self, request: DebugRunRequest) -> AsyncGenerator[OutputMessage, None]:
+        """Run one turn, yielding every output message until ``done`` or ``error``.
+
+        A consumer that stops early (``break``, an exception) ends the turn as
+        ``aclose()`` does; a cancelled one stops it outright, without waiting.
+        """
         queues = self.start(request)
         task = self._task
         assert task is not None
@@ -119,8 +128,16 @@ class DebugRuntime:
         finally:
             if finished:
                 await self._wait_for_tasks()
-            else:  # the consumer stopped early: stop the turn too
-                await self.aclose()
+            else:  # the consumer stopped early: end the turn too; nobody reads the rest
+                try:  # a cancelled consumer stops waiting at once: no orderly end then
+                    await self.aclose(grace_seconds=0 if being_cancelled() else CLOSE_GRACE_SECONDS)
+                finally:
+                    drop_pending(queues.output)
+
+    def _end_now(self) -> None:
+        """Start ending what runs, in order (``aclose()``, a session handle's early exit)."""
+        if self._runner is not None and self.running:
+            self._runner.end_now()
 
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress (its batch is journaled as cancelled)."""
@@ -144,14 +161,40 @@ class DebugRuntime:
         empty = {"max_ms": 0.0, "stalls_over_20ms": 0, "beats": 0, "last_ms": 0.0}
         return {"loop_lag": monitor.stats().as_dict() if monitor is not None else empty}
 
-    async def aclose(self) -> None:
-        """Cancel everything this runtime started and wait for it to stop."""
-        task, self._task = self._task, None
+    async def aclose(self, *, grace_seconds: float = CLOSE_GRACE_SECONDS) -> None:
+        """End what this runtime runs, in order, and wait for it to stop.
+
+        A session ends the way leaving its ``session()`` block early does (turns sent
+        but not started are dropped, the running turn is cancelled: its open calls are
+        closed as cancelled, it is persisted as ``cancelled`` and its ``error`` says
+        ``cancelled``; then ``session_finished`` and ``done``); a ``run()`` ends with
+        that ``error``. The writer claim is released. Whoever reads the output sees
+        all of it; should the output queue be bounded, somebody must read it.
+
+        Should that orderly end not be over within ``grace_seconds`` (a store that
+        hangs, a bounded output queue nobody reads), or ``aclose()`` itself be
+        cancelled, the runtime's task is cancelled outright instead: it still stops
+        and releases its claim, but the turn it ran stays ``running`` until the next
+        runtime to open the session closes it as ``interrupted``.
+
+        Raises:
+            Exception: what the runtime crashed with, if it crashed.
+        """
+        task = self._task
         if task is None:
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        try:
+            if not task.done():
+                self._end_now()
+                await asyncio.wait({task}, timeout=grace_seconds)
+        finally:
+            if not task.done():  # the orderly end hung, or this call is being cancelled
+                task.cancel()
+            await asyncio.wait({task})
+            if self._task is task:
+                self._task = None
+        if not task.cancelled():
+            task.result()  # a crash of the runtime is never silent
 
     async def wait_closed(self) -> None:
         """Wait until the session has ended on its own (done, error, or terminated)."""

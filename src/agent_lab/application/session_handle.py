@@ -27,7 +27,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from agent_lab.application._tasks import finish_even_if_cancelled
+from agent_lab.application._tasks import being_cancelled, finish_even_if_cancelled
 from agent_lab.application.contracts import DebugRunRequest, check_text
 from agent_lab.application.event_agent import EventBatchDone
 from agent_lab.application.protocol import InputItem, OutputMessage
@@ -57,7 +57,6 @@ class RuntimeSession:
         self._backlog: deque[OutputMessage] = deque()
         self._input_closed = False
         self._ended = False
-        self._latest_turn = 0
         self.session_id: str | None = request.session_id
         """The persisted session's id, once ``session_started`` has been read."""
 
@@ -74,7 +73,7 @@ class RuntimeSession:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            if exc_type is None and self._input_closed and not _being_cancelled():
+            if exc_type is None and self._input_closed and not being_cancelled():
                 await self._drain()
             else:
                 await self._wind_down()
@@ -138,8 +137,6 @@ class RuntimeSession:
             raise StopAsyncIteration
         if message["type"] == "session_started" and "session_id" in message:
             self.session_id = message["session_id"]
-        elif message["type"] == "turn_started":
-            self._latest_turn = message["turn_index"]
         return message
 
     def _require(self) -> tuple[RuntimeQueues, asyncio.Task[None]]:
@@ -159,28 +156,12 @@ class RuntimeSession:
         return await next_output(queues.output, task, keep=self._backlog.append)
 
     async def _wind_down(self) -> None:
-        """End the session now: drop unsent turns, close, cancel what still runs."""
+        """End the session now, as ``DebugRuntime.aclose()`` does; nobody reads the rest."""
         if self._queues is None or self._task is None or self._task.done():
             return
-        _drop_pending(self._queues.input)  # a ``None`` from ``close()`` too, hence:
         self._input_closed = True
-        self._queues.input.put_nowait(None)  # the queue was just emptied: it has room
-        # Cancel each turn once: the running one now, and any turn that still starts
-        # (buffered inside the engine) when its ``turn_started`` shows. What was said
-        # before now tells which turn is running: the last one that started.
-        latest = self._latest_turn
-        output = self._queues.output
-        while not output.empty():
-            self._backlog.append(output.get_nowait())
-        for said in self._backlog:
-            if said["type"] == "turn_started":
-                latest = max(latest, said["turn_index"])
-        self._runtime.cancel_turn()
-        while (message := await self._read_runtime()) is not None:
-            if message["type"] == "turn_started" and message["turn_index"] > latest:
-                latest = message["turn_index"]
-                self._runtime.cancel_turn()
-        self._backlog.clear()
+        self._runtime._end_now()
+        await self._drain()
 
     async def _drain(self) -> None:
         """Let the session end on its own; nobody reads what it still says."""
@@ -194,8 +175,8 @@ class RuntimeSession:
         if task is None:
             return
         self._ended = True
-        if not task.done():
-            await self._runtime.aclose()
+        if not task.done():  # the orderly end was cut short: no second one, stop it outright
+            await self._runtime.aclose(grace_seconds=0)
         elif not task.cancelled() and task.exception() is not None:
             await task  # a crash of the runtime is never silent
 
@@ -236,13 +217,3 @@ async def _settle(getter: asyncio.Task[OutputMessage]) -> OutputMessage | None:
         getter.cancel()
         await asyncio.wait({getter})
     return None if getter.cancelled() else getter.result()
-
-
-def _being_cancelled() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-def _drop_pending(queue: asyncio.Queue[Any]) -> None:
-    while not queue.empty():
-        queue.get_nowait()

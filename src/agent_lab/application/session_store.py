@@ -13,10 +13,13 @@ can make on the loop without waiting (the SQLite store: see ``sqlite.write_now``
 
 Errors: unknown session ids raise ``SessionNotFound``; failed writes raise
 ``PersistenceFailed`` with a classified ``reason``; a session driven by another live
-runtime raises ``SessionBusy`` from ``claim_session``. Once a store has claimed a
-session, its writes to that session are fenced by the claim: after another runtime
-takes the session over they raise ``PersistenceFailed("taken_over")`` and change
-nothing.
+runtime raises ``SessionBusy`` from ``claim_session``, and from ``delete_session``,
+which deletes nothing while a live runtime (any process, this store's own included)
+holds the session's claim; an expired or dead claimant's claim does not keep it. Once
+a store has claimed a session, its writes to that session are fenced by the claim:
+after another runtime takes the session over they raise
+``PersistenceFailed("taken_over")`` and change nothing, and after something that
+writes without a claim deleted the session, ``PersistenceFailed("deleted")``.
 """
 
 from __future__ import annotations

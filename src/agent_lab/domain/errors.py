@@ -46,6 +46,7 @@ PersistenceFailure = Literal[
     "read_only",
     "corrupt",
     "taken_over",
+    "deleted",
     "file_replaced",
     "connection_lost",
     "unknown",
@@ -298,6 +299,7 @@ _REASON_WORDING: dict[PersistenceFailure, str] = {
     "read_only": "the session storage is read-only",
     "corrupt": "the session storage file is malformed",
     "taken_over": "the session was taken over by another runtime; this one lost its claim",
+    "deleted": "the session was deleted while this runtime was driving it",
     "file_replaced": "the session storage file was deleted or replaced while open",
     "connection_lost": "the connection to the session database was lost",
     "unknown": "the session storage failed",
@@ -316,3 +318,9 @@ class PersistenceFailed(StoreError):
     @property
     def failure_reason(self) -> str:
         return f"session_persistence_failed:{self.reason}"
+
+    @property
+    def exit_class(self) -> ExitClass:
+        """``deleted`` is a usage failure (as an unknown session is): the session is
+        gone, so going on with it, or retrying, cannot work."""
+        return "usage" if self.reason == "deleted" else self.exit_kind

@@ -37,14 +37,11 @@ from agent_lab.domain.errors import (
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream, report_at_end
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
-from agent_lab.infrastructure.openai_compat.client_options import (
-    check_base_url,
-    check_header_values,
-    header_secrets,
-)
+from agent_lab.infrastructure.openai_compat.client_options import endpoint_of
+from agent_lab.infrastructure.openai_compat.log_redaction import install_url_redaction
 from agent_lab.infrastructure.openai_compat.provider_errors import map_provider_errors
 from agent_lab.infrastructure.openai_compat.request_body import ChatRequest, build_chat_request
-from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask, redact_url, url_secrets
+from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask, redact_url
 from agent_lab.infrastructure.openai_compat.stream_body import event_stream_chunks
 from agent_lab.infrastructure.openai_compat.transcript_validation import validate_tool_transcript
 from agent_lab.infrastructure.openai_transport import (
@@ -55,6 +52,8 @@ from agent_lab.infrastructure.openai_transport import (
 )
 
 __all__ = ["ChatStream", "OpenAICompatibleChatClient", "map_provider_errors"]
+
+install_url_redaction()  # a base URL's ``?api-key=`` stays out of httpx's log lines
 
 _UNUSED_KEY = "no-key"
 """Placeholder the SDK insists on; its ``Authorization`` header is omitted on every request."""
@@ -82,8 +81,9 @@ class OpenAICompatibleChatClient:
     ``CallTiming.warmup_ms`` says how long.
 
     Args:
-        base_url: The API root, e.g. ``http://127.0.0.1:8000/v1``. Credentials in it
-            (``user:pass@``, ``api-key=``/``key=``/``token=``) are masked everywhere.
+        base_url: The API root, e.g. ``http://127.0.0.1:8000/v1``. ``user:pass@`` in it
+            is sent as ``Authorization: Basic``, a query (``?api-key=…``) with every
+            request after the endpoint's path; both are masked everywhere.
         api_key: Sent as ``Authorization: Bearer``; ``None`` sends no credentials (the
             ``OPENAI_API_KEY`` environment variable is deliberately not read).
         timeout: The idle deadline in seconds: the longest wait for content, from the
@@ -100,9 +100,10 @@ class OpenAICompatibleChatClient:
             ``openai_transport``.
 
     Raises:
-        ConfigError: ``base_url`` is not an http(s) URL, the key or a header value
-            cannot be sent in an HTTP header, a deadline is not positive, or the
-            transport is unknown or not installed.
+        ConfigError: ``base_url`` is not an http(s) URL or repeats a query parameter,
+            it carries ``user:pass@`` next to an ``api_key`` or an ``Authorization``
+            header, the key or a header value cannot be sent in an HTTP header, a
+            deadline is not positive, or the transport is unknown or not installed.
     """
 
     def __init__(
@@ -117,17 +118,16 @@ class OpenAICompatibleChatClient:
         http_client: httpx.AsyncClient | None = None,
         transport: Transport = DEFAULT_TRANSPORT,
     ) -> None:
-        headers = dict(default_headers or {})
-        check_base_url(base_url)
-        check_header_values(api_key, headers)
+        endpoint = endpoint_of(base_url, api_key, default_headers or {})
         if not timeout > 0 or (total_timeout is not None and not total_timeout > 0):
             raise ConfigError("timeout and total_timeout must be positive seconds")
         self._base_url = base_url
         self._display_url = redact_url(base_url)
-        self._endpoint = redact_url(base_url.rstrip("/") + "/chat/completions")
+        self._endpoint = redact_url(_endpoint_url(base_url, "chat/completions"))
         self._idle = float(timeout)
         self._total = math.inf if total_timeout is None else float(total_timeout)
-        self._mask = SecretMask([*header_secrets(api_key, headers), *url_secrets(base_url)])
+        self._mask = SecretMask(endpoint.secrets)
+        headers = endpoint.headers
         sends_auth = bool(api_key) or any(k.lower() == "authorization" for k in headers)
         self._request_headers: dict[str, str | openai.Omit] = (
             {} if sends_auth else {"Authorization": openai.Omit()}
@@ -138,7 +138,8 @@ class OpenAICompatibleChatClient:
         attempt = min(self._idle, self._total) + _SLACK
         self._sdk_options: dict[str, Any] = {
             "api_key": api_key or _UNUSED_KEY,
-            "base_url": base_url,
+            "base_url": endpoint.base_url,
+            "default_query": endpoint.query or None,
             "timeout": httpx.Timeout(attempt),
             "max_retries": max_retries,
             "default_headers": headers or None,
@@ -362,6 +363,12 @@ class OpenAICompatibleChatClient:
                 extra_headers=self._request_headers,
             ),
         )
+
+
+def _endpoint_url(base_url: str, path: str) -> str:
+    """``path`` under ``base_url``, with the base URL's query after it (for messages)."""
+    root, mark, query = base_url.partition("#")[0].partition("?")
+    return f"{root.rstrip('/')}/{path}{mark}{query}"
 
 
 def _new_call_id() -> str:

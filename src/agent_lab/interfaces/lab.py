@@ -30,7 +30,7 @@ from agent_lab.application.session_store import SessionStore
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
 from agent_lab.domain.errors import ConfigError
 from agent_lab.domain.messages import ChatMessage
-from agent_lab.infrastructure.openai_compat.secret_mask import redact_url
+from agent_lab.infrastructure.openai_compat.secret_mask import has_userinfo, redact_url
 from agent_lab.infrastructure.prices import GenaiPriceTable, price_table
 from agent_lab.infrastructure.store_factory import open_store
 from agent_lab.interfaces.lab_telemetry import start_telemetry
@@ -102,7 +102,7 @@ class Lab:
             self.chat_client = await self._stack.enter_async_context(
                 client_class(
                     self.base_url or "",
-                    api_key=self.settings.secret_key() or "not-needed",
+                    api_key=self._api_key(),
                     timeout=self.settings.timeout,
                     max_retries=self.settings.max_retries,
                     transport=self.settings.transport,
@@ -118,6 +118,14 @@ class Lab:
             await self._stack.aclose()
             raise
         return self
+
+    def _api_key(self) -> str | None:
+        """The configured key; without one a placeholder, unless the URL's own
+        ``user:pass@`` is the request's ``Authorization`` (the client refuses both)."""
+        key = self.settings.secret_key()
+        if key or has_userinfo(self.base_url or ""):
+            return key
+        return "not-needed"
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._stack.aclose()

@@ -145,6 +145,15 @@ def url_secrets(url: str) -> list[str]:
     return found
 
 
+def has_userinfo(url: str) -> bool:
+    """Whether ``url`` carries ``user:pass@`` (sent as ``Authorization: Basic``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return bool(parts.username or parts.password)
+
+
 def redact_url(url: str) -> str:
     """``url`` with its userinfo and secret query values replaced by ``***``."""
     try:

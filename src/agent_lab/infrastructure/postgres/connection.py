@@ -35,6 +35,7 @@ from agent_lab.domain.errors import PersistenceFailed, SessionNotFound, UsageErr
 from agent_lab.infrastructure.postgres.errors import map_pg_errors
 from agent_lab.infrastructure.postgres.schema import migrate
 from agent_lab.infrastructure.sqlite.blobs import BlobCache
+from agent_lab.infrastructure.sqlite.errors import deleted_under_claim
 
 Conn = psycopg.Connection[TupleRow]
 
@@ -113,12 +114,15 @@ class PgCore:
         released) are not fenced.
 
         Raises:
-            PersistenceFailed: ``taken_over``, naming the new holder.
+            PersistenceFailed: ``taken_over``, naming the new holder; ``deleted``: this
+                store claimed the session and something deleted it meanwhile.
         """
         exists = conn.execute(
             "SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (session_id,)
         ).fetchone()
         held = self._tokens.get(session_id)
+        if held is not None and exists is None:  # deleted under this store's claim
+            raise deleted_under_claim(session_id)
         if held is None or exists is None:
             return exists is not None
         row = conn.execute(

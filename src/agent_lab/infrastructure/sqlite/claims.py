@@ -17,9 +17,10 @@ import os
 import sqlite3
 import time
 
+from agent_lab.domain.errors import SessionNotFound
 from agent_lab.infrastructure.sqlite.journal import SqlCore
 from agent_lab.infrastructure.sqlite.records import new_id, now_iso
-from agent_lab.infrastructure.sqlite.rows import require_session
+from agent_lab.infrastructure.sqlite.rows import require_session, session_exists
 from agent_lab.infrastructure.store_common.claims import (
     HOSTNAME,
     SharedClaims,
@@ -73,6 +74,7 @@ class ClaimsRole(SqlCore, SharedClaims):
                 "DELETE FROM session_claims WHERE session_id = ? AND token = ?",
                 (session_id, token),
             ).rowcount
-            if not deleted:  # the write lock is held: nobody claims meanwhile
-                require_session(conn, session_id)
+            if not deleted and not session_exists(conn, session_id):
+                self._forget_token(session_id, token)  # deleted under the claim
+                raise SessionNotFound(session_id)
         self._after_commit(lambda: self._forget_token(session_id, token))

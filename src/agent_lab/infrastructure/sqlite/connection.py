@@ -37,9 +37,10 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Final
 
-from agent_lab.domain.errors import PersistenceFailed, SessionNotFound, UsageError
+from agent_lab.domain.errors import PersistenceFailed, UsageError
 from agent_lab.infrastructure.sqlite.blobs import BlobCache
 from agent_lab.infrastructure.sqlite.errors import (
+    deleted_under_claim,
     map_sqlite_errors,
     persistence_failed,
     taken_over,
@@ -130,7 +131,8 @@ class StoreCore:
 
         Raises:
             SessionNotFound: no session has that id.
-            PersistenceFailed: ``taken_over`` (see ``fence``).
+            PersistenceFailed: ``taken_over`` (see ``fence``), or ``deleted``: this
+                store claimed the session and something deleted it meanwhile.
         """
         group = self._group if self._grouped() else None
         if group is not None and session_id in group.writable:
@@ -149,8 +151,8 @@ class StoreCore:
             " LEFT JOIN session_claims AS c ON c.session_id = s.id WHERE s.id = ?",
             (session_id,),
         ).fetchone()
-        if row is None:
-            raise SessionNotFound(session_id)
+        if row is None:  # deleted under the claim (by a tool that writes without one)
+            raise deleted_under_claim(session_id)
         if row[0] != token:
             raise taken_over(session_id, None if row[0] is None else row[1:])
 

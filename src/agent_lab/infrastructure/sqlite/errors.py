@@ -159,3 +159,10 @@ def taken_over(session_id: str, holder: Sequence[Any] | None) -> PersistenceFail
     return PersistenceFailed(
         "taken_over", f"session {session_id!r} is now held by {who}; nothing was written"
     )
+
+
+def deleted_under_claim(session_id: str) -> PersistenceFailed:
+    """A write of a session this store claimed, after something deleted the session."""
+    return PersistenceFailed(
+        "deleted", f"session {session_id!r} no longer exists; nothing was written"
+    )

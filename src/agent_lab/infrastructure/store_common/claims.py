@@ -14,10 +14,11 @@ import dataclasses
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from agent_lab.domain.errors import SessionBusy
+from agent_lab.domain.errors import SessionBusy, SessionNotFound
 from agent_lab.infrastructure.sqlite.records import check_positive, claim_with_wait
 from agent_lab.infrastructure.store_common.batches import BatchStatements
 
@@ -103,12 +104,16 @@ class SharedClaims(BatchStatements):
 
     def release_claim(self, session_id: str, token: str) -> None:
         """Give the session up; does nothing when ``token`` no longer holds it."""
-        with self._write() as conn:
-            self._claim_lock(conn, session_id)
-            conn.execute(
-                self._sql("DELETE FROM session_claims WHERE session_id = ? AND token = ?"),
-                (session_id, token),
-            )
+        try:
+            with self._write() as conn:
+                self._claim_lock(conn, session_id)
+                conn.execute(
+                    self._sql("DELETE FROM session_claims WHERE session_id = ? AND token = ?"),
+                    (session_id, token),
+                )
+        except SessionNotFound:
+            self._forget_token(session_id, token)  # deleted under the claim
+            raise
         self._after_commit(lambda: self._forget_token(session_id, token))
 
     def _refused(self, conn: Any, session_id: str, now: float) -> str | None:
@@ -116,14 +121,19 @@ class SharedClaims(BatchStatements):
         return refusal(self._select_claim(conn, session_id), now)
 
     def _select_claim(self, conn: Any, session_id: str) -> Claim | None:
-        row = conn.execute(
-            self._sql(
-                "SELECT token, owner, pid, pid_started, hostname, expires_at FROM session_claims"
-                " WHERE session_id = ?"
-            ),
-            (session_id,),
-        ).fetchone()
-        return None if row is None else Claim(*row)
+        return select_claim(conn, self._sql, session_id)
+
+
+def select_claim(conn: Any, sql: Callable[[str], str], session_id: str) -> Claim | None:
+    """The session's claim row, if any (``sql``: the store's parameter style)."""
+    row = conn.execute(
+        sql(
+            "SELECT token, owner, pid, pid_started, hostname, expires_at FROM session_claims"
+            " WHERE session_id = ?"
+        ),
+        (session_id,),
+    ).fetchone()
+    return None if row is None else Claim(*row)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -6,9 +6,10 @@ under its write lock) and stays in each store's ``transcript``.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from agent_lab.domain.errors import SessionNotFound, UsageError
+from agent_lab.domain.errors import SessionBusy, SessionNotFound, UsageError
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite.records import checked_id, dumps, new_id, now_iso
 from agent_lab.infrastructure.sqlite.rows import (
@@ -19,6 +20,7 @@ from agent_lab.infrastructure.sqlite.rows import (
     session_dict,
 )
 from agent_lab.infrastructure.store_common.batches import BatchStatements
+from agent_lab.infrastructure.store_common.claims import refusal, select_claim
 
 
 class SharedTranscript(BatchStatements):
@@ -47,13 +49,21 @@ class SharedTranscript(BatchStatements):
             return self._rows().select_session(conn, session_id)
 
     def delete_session(self, session_id: str) -> None:
-        """Delete the session and everything recorded for it.
+        """Delete the session and everything recorded for it, unless a live runtime
+        drives it: the claim is checked in the transaction that deletes, under the
+        lock claimants take, so no claim can come in between. A claim whose lease ran
+        out, or whose process is known to be dead, does not keep the session.
 
         Raises:
+            SessionBusy: a live runtime holds the session's claim (this store's own
+                claim too); nothing is deleted.
             SessionNotFound: no session has that id.
         """
         with self._write() as conn:
-            self.fence(conn, session_id)
+            self.fence(conn, session_id)  # (PostgreSQL) takes the session's row lock
+            holder = refusal(select_claim(conn, self._sql, session_id), time.time())
+            if holder is not None:
+                raise SessionBusy(session_id, holder)
             deleted = conn.execute(self._sql("DELETE FROM sessions WHERE id = ?"), (session_id,))
             if deleted.rowcount == 0:
                 raise SessionNotFound(session_id)

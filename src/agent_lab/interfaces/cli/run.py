@@ -12,6 +12,7 @@ import typer
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.protocol import DoneMessage, ErrorMessage
 from agent_lab.application.runtime import DebugRuntime
+from agent_lab.domain.errors import SessionNotFound
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
     LabOptions,
@@ -159,7 +160,12 @@ async def print_turn_cost(
     by default. Nothing without a session or a store, or when the turn made no call."""
     if session_id is None or lab.store is None:
         return
-    note = await asyncio.to_thread(turn_cost_note, lab.store, session_id, lab.prices, turn_index)
+    try:
+        note = await asyncio.to_thread(
+            turn_cost_note, lab.store, session_id, lab.prices, turn_index
+        )
+    except SessionNotFound:
+        return  # deleted meanwhile: the turn's own error says so
     if note:
         renderer.note(note)
 

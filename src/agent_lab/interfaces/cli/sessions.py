@@ -12,11 +12,14 @@ from rich.text import Text
 
 from agent_lab.application.pricing import PriceTable
 from agent_lab.application.session_store import SessionStore
+from agent_lab.domain.errors import SessionBusy
 from agent_lab.interfaces.cli.common import (
+    EXIT_USAGE,
     fail,
     guard,
     help_text,
     mode_value,
+    print_error,
     stdout_console,
 )
 from agent_lab.interfaces.cli.confirm import confirm
@@ -94,13 +97,15 @@ def build_sessions_app() -> typer.Typer:
     )(export_session)
     app.command(
         "prune",
-        help="Delete the sessions not updated for a while.\n\n"
+        help="Delete the sessions not updated for a while (a session a live runtime"
+        " drives is kept, with an error line).\n\n"
         "Examples:\n\n  agent-lab sessions prune --older-than 7d\n\n"
         "  agent-lab sessions prune --older-than 12h --yes",
     )(prune_sessions)
     app.command(
         "delete",
-        help="Delete a session and everything recorded for it.\n\n"
+        help="Delete a session and everything recorded for it (refused while a live"
+        " runtime drives it).\n\n"
         "Examples:\n\n  agent-lab sessions delete 3f2a... --yes",
     )(delete_session)
     return app
@@ -246,7 +251,11 @@ def prune_sessions(
     db: DbOption = None,
     home: HomeOption = None,
 ) -> None:
-    """Delete the sessions that were not updated within ``--older-than``."""
+    """Delete the sessions that were not updated within ``--older-than``.
+
+    A session a live runtime drives (``agent-lab chat``, the web lab) is kept: one
+    ``error:`` line for each, and exit code 2 after the others are deleted.
+    """
     with guard():
         age = parse_age(older)
     console = stdout_console()
@@ -260,9 +269,23 @@ def prune_sessions(
             console.print("nothing deleted")
             return
         with guard():
-            for session in stale:
-                store.delete_session(str(session["id"]))
-    console.print(f"deleted {len(stale)} session(s) older than {older}")
+            busy = _delete_unless_driven(store, [str(session["id"]) for session in stale])
+    console.print(f"deleted {len(stale) - len(busy)} session(s) older than {older}")
+    for refusal in busy:
+        print_error(str(refusal))
+    if busy:
+        raise typer.Exit(EXIT_USAGE)
+
+
+def _delete_unless_driven(store: SessionStore, session_ids: list[str]) -> list[SessionBusy]:
+    """Delete each session; those a live runtime drives are kept: their refusals."""
+    busy: list[SessionBusy] = []
+    for session_id in session_ids:
+        try:
+            store.delete_session(session_id)
+        except SessionBusy as exc:
+            busy.append(exc)
+    return busy
 
 
 def session_record(store: SessionStore, session_id: str, prices: PriceTable) -> dict[str, Any]:

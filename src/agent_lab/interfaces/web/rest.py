@@ -12,7 +12,7 @@ import agent_lab.interfaces.turn_views as turn_views
 import agent_lab.interfaces.web.records as records
 from agent_lab.application.pricing import PriceTable
 from agent_lab.application.session_store import SessionStore
-from agent_lab.domain.errors import SessionNotFound
+from agent_lab.domain.errors import SessionBusy, SessionNotFound
 from agent_lab.interfaces.explain_view import explain_turns
 from agent_lab.interfaces.web.state import WebState, web_state
 
@@ -75,7 +75,9 @@ async def get_session(
 
 @router.delete("/sessions/{session_id}", status_code=204)
 async def delete_session(session_id: str, state: WebState = Depends(_state)) -> Response:
-    """Delete a stored session; 409 while it is live, 404 when unknown.
+    """Delete a stored session; 409 while it is live, here or in any other process
+    (another worker, ``agent-lab chat``: the store refuses while a live runtime holds
+    the session's claim, naming it), 404 when unknown.
 
     Connections that show the session are told (a ``deleted`` frame), so their next
     message does not silently start it again from turn 1.
@@ -87,6 +89,8 @@ async def delete_session(session_id: str, state: WebState = Depends(_state)) -> 
         await asyncio.to_thread(state.store().delete_session, session_id)
     except SessionNotFound:
         raise HTTPException(404, detail=_NOT_FOUND) from None
+    except SessionBusy as exc:
+        raise HTTPException(409, detail=state.masker.text(str(exc))) from None
     state.watchers.deleted(session_id)
     return Response(status_code=204)
 
