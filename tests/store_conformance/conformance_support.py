@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -108,6 +109,15 @@ class PostgresBackend(Backend):
 
 
 # ------------------------------------------------------------------- builders
+
+
+LEASE = 0.3
+"""A claim lease short enough for a test to outlive it."""
+
+
+def expire() -> None:
+    """Wait until a claim taken with ``LEASE`` has expired."""
+    time.sleep(LEASE + 0.2)
 
 
 def user(text: str) -> ChatMessage:

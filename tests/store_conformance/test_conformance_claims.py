@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
 
 from agent_lab.domain.errors import PersistenceFailed, SessionBusy
 from tests.store_conformance.conformance_support import (
+    LEASE,
     Backend,
     assistant,
     call,
     chat_metric,
+    expire,
     tool_reply,
     user,
 )
-
-LEASE = 0.3
-
-
-def _expire() -> None:
-    time.sleep(LEASE + 0.2)
 
 
 def test_a_live_claim_is_exclusive_across_stores(backend: Backend) -> None:
@@ -53,7 +48,7 @@ def test_an_expired_claim_is_taken_over(backend: Backend) -> None:
     first, second = backend.open(), backend.open()
     session = first.create_session("t", {})
     first.claim_session(session, "one", lease_seconds=LEASE)
-    _expire()
+    expire()
     assert second.claim_session(session, "two")
     with pytest.raises(SessionBusy):
         first.claim_session(session, "one again")
@@ -67,7 +62,7 @@ def test_a_stale_writer_is_fenced_out_of_every_write_and_changes_nothing(
     stale.claim_session(session, "stale", lease_seconds=LEASE)
     stale.start_turn(session, 1, "one", messages=[user("one")])
     batch = stale.begin_batch(session, 1, 1, scope="s", mode="dual_agent", events=[call("a")])
-    _expire()
+    expire()
     owner.claim_session(session, "owner")
     owner.start_turn(session, 2, "two", messages=[user("two")])
     before = (owner.list_messages(session, include_pending=True), owner.list_turns(session),

@@ -8,7 +8,6 @@ keep the session, and the runtime that held it then fails as ``deleted``.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from functools import partial
 
@@ -21,19 +20,15 @@ from agent_lab.domain.errors import (
     UsageError,
 )
 from tests.store_conformance.conformance_support import (
+    LEASE,
     Backend,
     assistant,
     call,
     chat_metric,
+    expire,
     tool_reply,
     user,
 )
-
-LEASE = 0.3
-
-
-def _expire() -> None:
-    time.sleep(LEASE + 0.2)
 
 
 def test_a_session_a_live_runtime_drives_is_not_deleted_by_another_store(
@@ -75,7 +70,7 @@ def test_a_session_whose_claim_expired_is_deleted_and_its_claimant_fails_as_dele
     token = stale.claim_session(session, "stalled", lease_seconds=LEASE)
     stale.start_turn(session, 1, "one", messages=[user("one")])
     batch = stale.begin_batch(session, 1, 1, scope="s", mode="dual_agent", events=[call("a")])
-    _expire()
+    expire()
 
     tool.delete_session(session)
 

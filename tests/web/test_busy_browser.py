@@ -7,33 +7,22 @@ finished, the next *Send* goes through."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.testing.sse_server import SSETranscriptServer
-from tests.web.busy_holder import HOLDER_MESSAGE, TOOL, Holder, holder_answers
+from tests.web.busy_fixtures import model, settings
+from tests.web.busy_holder import HOLDER_MESSAGE, TOOL, Holder
 from tests.web.test_browser import browser, lab_page, send, wait_turn_done
-from tests.web.web_support import ServedLab, lab_settings, served
+from tests.web.web_support import ServedLab, served
 
 pytestmark = pytest.mark.browser
-__all__ = ["browser"]
+__all__ = ["browser", "model", "settings"]
 TYPED = "Set the volume to 70"
 BUSY = "is being driven by another runtime"
 ENDED_NOTE = "Session ended. Send a message to continue it."
-
-
-@pytest.fixture
-def model() -> Iterator[SSETranscriptServer]:
-    with SSETranscriptServer(*holder_answers()) as server:
-        yield server
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> LabSettings:
-    return lab_settings(tmp_path / "home")
 
 
 @pytest.fixture

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,22 +16,13 @@ from websockets.sync.client import ClientConnection, connect
 
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.testing.sse_server import SSETranscriptServer
-from tests.web.busy_holder import HOLDER_MESSAGE, Holder, holder_answers
-from tests.web.web_support import ServedLab, kind_of, lab_settings, served, start_message
+from tests.web.busy_fixtures import model, settings
+from tests.web.busy_holder import HOLDER_MESSAGE, Holder
+from tests.web.web_support import ServedLab, kind_of, served, start_message
 
+__all__ = ["model", "settings"]
 TYPED = "Set the volume to 70"
 SESSION = "held"
-
-
-@pytest.fixture
-def model() -> Iterator[SSETranscriptServer]:
-    with SSETranscriptServer(*holder_answers()) as server:
-        yield server
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> LabSettings:
-    return lab_settings(tmp_path / "home")
 
 
 def receive(ws: ClientConnection) -> dict[str, Any]:

@@ -20,6 +20,12 @@ class Frame:
     text: str
 
 
+def dropped_frame(contents: list[str], reason: str) -> dict[str, Any]:
+    """The ``dropped`` control frame: the user turns that will never run, oldest first,
+    and why (``drop_queued``, ``close``: a client asked; ``session_ended``)."""
+    return {"type": "dropped", "count": len(contents), "contents": contents, "reason": reason}
+
+
 def dumps(value: Any) -> str:
     """JSON text of a frame or control message (anything odd becomes a string)."""
     return orjson.dumps(value, default=_fallback).decode()

@@ -27,8 +27,8 @@ def queued_turns(live: LiveSession) -> int:
     return len(live._pending_users)
 
 
-def drop_queued(live: LiveSession) -> int:
-    """Drop the user turns the runtime has not taken yet; returns how many.
+def drop_queued(live: LiveSession) -> list[str]:
+    """Drop the user turns the runtime has not taken yet; returns them, oldest first.
 
     The live session offers no public way to withdraw submitted input, so this reaches
     into its input queue (directly, or through its runtime session handle); the
@@ -36,14 +36,13 @@ def drop_queued(live: LiveSession) -> int:
     """
     inbox = _input_queue(live)
     if inbox is None:
-        return 0
+        return []
     waiting = [inbox.get_nowait() for _ in range(inbox.qsize())]
     if None in waiting:
         inbox.put_nowait(None)  # a close stays a close
     dropped = min(len(waiting) - waiting.count(None), len(live._pending_users))
-    for _ in range(dropped):
-        live._pending_users.pop()
-    return dropped
+    contents = [live._pending_users.pop() for _ in range(dropped)]
+    return contents[::-1]
 
 
 def _input_queue(live: LiveSession) -> asyncio.Queue[Any] | None:

@@ -1,13 +1,11 @@
 """Live sessions of the web lab: runtimes owned by the server, not by any socket.
 
 A ``LiveSession`` runs one ``DebugRuntime.session()`` handle and a pump task that
-iterates its output (adding each turn's record as it grows, folded by
-``record_frames``: ``turn_record`` frames), stamps every message with a per-session
-``offset``, keeps the
-last frames in a bounded replay buffer and fans each frame out to the subscribed
-connections (``frames.py``). Fan-out never
-waits: every connection has a bounded ``Outbox``; when one is full, that connection
-is dropped (its socket is closed with code 1008) and the session goes on.
+iterates its output (plus each turn's record as it grows: ``record_frames``), stamps
+every message with a per-session ``offset``, keeps the last frames in a bounded replay
+buffer and fans each frame out to the subscribed connections (``frames.py``). Fan-out
+never waits: every connection has a bounded ``Outbox``; when one is full, that
+connection is dropped and the session goes on.
 
 A session is live once its runtime has opened it: ``SessionHub.start`` returns
 then, and raises ``SessionRefused`` when the runtime could not open it (another
@@ -42,6 +40,7 @@ from agent_lab.interfaces.web.frames import (
     Replay,
     TurnRecordFrame,
     UserMessageFrame,
+    dropped_frame,
     dumps,
 )
 from agent_lab.interfaces.web.opening import STOPPED, SessionLive, SessionRefused
@@ -50,17 +49,8 @@ from agent_lab.interfaces.web.protocol import ConnectionOverride
 from agent_lab.interfaces.web.record_frames import RecordFeed
 from agent_lab.interfaces.web.resume import ResumePoint, resume_point
 
-__all__ = [
-    "CLOSE_SLOW_CONSUMER",
-    "Frame",
-    "LiveSession",
-    "Outbox",
-    "Replay",
-    "SessionHub",
-    "SessionLive",
-    "SessionRefused",
-    "dumps",
-]
+__all__ = ["CLOSE_SLOW_CONSUMER", "Frame", "LiveSession", "Outbox", "Replay", "SessionHub"]
+__all__ += ["SessionLive", "SessionRefused", "dumps"]
 
 
 class LiveSession:
@@ -172,6 +162,11 @@ class LiveSession:
         self._pending_users.append(content)
         self._last_activity = time.monotonic()
 
+    def broadcast(self, frame: dict[str, object], *, skip: Outbox | None = None) -> None:
+        """Offer a control frame to every connection (but ``skip``)."""
+        for outbox in list(self._subscribers - {skip} if skip else self._subscribers):
+            outbox.offer(dumps(frame))
+
     def cancel_turn(self) -> bool:
         """Cancel the turn in progress; the session goes on."""
         return self._session is not None and self._session.cancel_turn()
@@ -245,9 +240,10 @@ class LiveSession:
             await asyncio.shield(self._owned_client.aclose())
 
     def _detach_all(self) -> None:
-        notice = dumps({"type": "detached", "session_id": self.session_id})
-        for outbox in self._subscribers:
-            outbox.offer(notice)
+        if self._pending_users:  # submitted, never started: the session ended first
+            self.broadcast(dropped_frame(list(self._pending_users), "session_ended"))
+            self._pending_users.clear()
+        self.broadcast({"type": "detached", "session_id": self.session_id})
         self._subscribers.clear()
 
     def _idle(self) -> bool:

@@ -20,6 +20,7 @@ from starlette.websockets import WebSocketDisconnect
 import agent_lab.interfaces.web.records as records
 from agent_lab.application.contracts import DebugRunRequest, check_runnable
 from agent_lab.domain.errors import AgentLabError, InvalidRequest, SessionNotFound
+from agent_lab.interfaces.web.frames import dropped_frame
 from agent_lab.interfaces.web.guards import drop_queued, queued_turns
 from agent_lab.interfaces.web.hub import (
     CLOSE_SLOW_CONSUMER,
@@ -162,7 +163,7 @@ class Connection:
                 case CloseCommand():
                     self._close_session()
                 case DropQueuedCommand():
-                    self._drop_queued()
+                    self._drop_queued("drop_queued")
         except InvalidRequest as exc:
             error = request_error(exc)
             self._control(error_frame(str(error), error.field))
@@ -231,7 +232,9 @@ class Connection:
         if self.pending is not None:
             request, connection = self.pending
             update = {"user_message": content}
-            await self._launch(request.model_copy(update=update), connection, with_history=False)
+            # The store may have changed since the ``history`` frame of the opening
+            # (another process ran a turn): the page is sent what the runtime restores.
+            await self._launch(request.model_copy(update=update), connection, with_history=True)
             return
         if self.live is None or self.live.ending:
             raise ProtocolError("no live session here: send a start message to resume it")
@@ -249,13 +252,17 @@ class Connection:
 
     def _close_session(self) -> None:
         if self.live is not None:
-            self._drop_queued()
+            self._drop_queued("close")
             self.live.close_input()
         self.pending = None
 
-    def _drop_queued(self) -> None:
-        dropped = drop_queued(self.live) if self.live is not None else 0
-        self._control({"type": "dropped", "count": dropped})
+    def _drop_queued(self, reason: str) -> None:
+        """Drop the waiting turns; every client is told which (``requested`` on the
+        asking one's frame), so no page keeps showing them as queued."""
+        frame = dropped_frame(drop_queued(self.live) if self.live is not None else [], reason)
+        if self.live is not None and frame["count"]:
+            self.live.broadcast(frame, skip=self.outbox)
+        self._control({**frame, "requested": True})
 
     async def _launch(
         self, request: DebugRunRequest, connection: ConnectionOverride | None, *, with_history: bool

@@ -244,8 +244,7 @@ function handleControl(frame) {
     case "queued":
       break;
     case "dropped":
-      queued.clear();
-      if (frame.count) toast(`Dropped ${frame.count} queued message${frame.count === 1 ? "" : "s"}`);
+      onDropped(frame);
       break;
     case "deleted":
       sessionDeleted();
@@ -255,6 +254,7 @@ function handleControl(frame) {
       break;
     case "detached":
       setPhase("ended");
+      notRun(queued.take(), "the session ended before their turn");  // a server that said nothing
       conversation.sessionEnded();
       refreshRecord();
       break;
@@ -267,6 +267,30 @@ function handleControl(frame) {
     default:
       break;
   }
+}
+
+const DROP_REASONS = {
+  session_ended: "the session ended before their turn",
+  close: "the session was ended in another tab or window",
+  drop_queued: "they were dropped in another tab or window",
+};
+
+// Queued messages the server will not run: gone from the queue; unless this page asked
+// for it, said in the conversation, and the text goes back into the composer.
+function onDropped(frame) {
+  const mine = queued.take(frame.contents);
+  if (frame.requested || !frame.reason) {
+    if (frame.count) toast(`Dropped ${frame.count} queued message${frame.count === 1 ? "" : "s"}`);
+    return;
+  }
+  notRun(mine, DROP_REASONS[frame.reason] || "they were dropped");
+}
+
+function notRun(texts, why) {
+  if (!texts.length) return;
+  const what = texts.length === 1 ? "A queued message will not run" : `${texts.length} queued messages will not run`;
+  conversation.notice(`${what}: ${why}. The text is back in the composer.`);
+  restoreComposer(texts.join("\n"));
 }
 
 function sessionDeleted() {
@@ -367,11 +391,17 @@ function onTurnEnd(message) {
   refreshRecord();
 }
 
+// Only the audits stored after the last one this page holds are fetched (the live ones
+// came over the socket): the whole trail again after every turn grows with the session.
 async function refreshRecord() {
   if (!state.sessionId) return;
+  const known = state.record?.session?.id === state.sessionId ? state.record : null;
+  const after = lastAuditOffset(known);
   try {
-    const record = await api(`/api/sessions/${encodeURIComponent(state.sessionId)}`);
+    const query = after ? `?audit_after=${after}` : "";
+    const record = await api(`/api/sessions/${encodeURIComponent(state.sessionId)}${query}`);
     if (record.session.id !== state.sessionId) return;
+    if (after && known) record.audit = [...known.audit, ...(record.audit || [])];
     state.record = record;
     // Closed turns as the store has them now (a turn a dead runtime left open is closed
     // as interrupted once a later one ran), and calls the ledger holds as unreported.
@@ -386,6 +416,11 @@ async function refreshRecord() {
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 404)) toast(String(error.message), "error");
   }
+}
+
+function lastAuditOffset(record) {
+  const audit = record?.audit || [];
+  return audit.length ? audit[audit.length - 1].offset || 0 : 0;
 }
 
 function showLiveFigures() {

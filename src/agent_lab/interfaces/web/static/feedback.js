@@ -100,6 +100,20 @@ export class QueuedMessages {
     return last?.text ?? null;
   }
 
+  // Dropped on the server: the bubbles of `contents` (all of them when it is not
+  // given) go away; returns the texts this page had queued among them.
+  take(contents) {
+    const taken = [];
+    for (const text of contents ?? this.items.map((item) => item.text)) {
+      const index = this.items.findIndex((item) => item.text === text);
+      if (index < 0) continue;
+      taken.push(text);
+      this.items.splice(index, 1)[0].el.remove();
+    }
+    this.update();
+    return taken;
+  }
+
   clear() {
     for (const item of this.items) item.el.remove();
     this.items = [];
