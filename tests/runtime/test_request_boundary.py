@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
+from agent_lab.application.session_handle import RuntimeSession
 from agent_lab.domain.errors import InvalidRequest, UnknownTools
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
@@ -122,6 +123,17 @@ async def test_a_copied_request_with_broken_text_is_refused_before_anything_is_w
         assert store.list_sessions() == []
 
 
+async def _the_good_turn_alone_runs(session: RuntimeSession, store: SQLiteSessionStore) -> None:
+    """After refused sends, a good one runs: the only turn completed and stored."""
+    await session.send("good")
+    await session.close()
+    outputs = await asyncio.wait_for(collect(aiter(session)), timeout=30)
+    assert [m["type"] for m in outputs if m["type"] in {"turn_completed", "error"}] == [
+        "turn_completed"
+    ]
+    assert [turn["user_message"] for turn in store.list_turns("s")] == ["good"]
+
+
 @pytest.mark.asyncio
 async def test_a_session_refuses_a_broken_message_and_goes_on(tmp_path: Path) -> None:
     client = ScriptedChatClient([text("fine")])
@@ -130,14 +142,7 @@ async def test_a_session_refuses_a_broken_message_and_goes_on(tmp_path: Path) ->
         async with runtime.session(_request(session_id="s")) as session:
             with pytest.raises(InvalidRequest, match="message: not valid Unicode"):
                 await session.send(f"bad {LONE}")
-            await session.send("good")
-            await session.close()
-            outputs = await asyncio.wait_for(collect(aiter(session)), timeout=30)
-        turns = store.list_turns("s")
-    assert [m["type"] for m in outputs if m["type"] in {"turn_completed", "error"}] == [
-        "turn_completed"
-    ]
-    assert [turn["user_message"] for turn in turns] == ["good"]
+            await _the_good_turn_alone_runs(session, store)
 
 
 @pytest.mark.asyncio
@@ -164,14 +169,7 @@ async def test_a_session_refuses_a_blank_or_foreign_message_before_queueing_it(
             assert isinstance(raised.value, ValueError)
             with pytest.raises(InvalidRequest, match=f"message: {problem}"):
                 session.send_nowait(message)
-            await session.send("good")
-            await session.close()
-            outputs = await asyncio.wait_for(collect(aiter(session)), timeout=30)
-        turns = store.list_turns("s")
-    assert [m["type"] for m in outputs if m["type"] in {"turn_completed", "error"}] == [
-        "turn_completed"
-    ]
-    assert [turn["user_message"] for turn in turns] == ["good"]
+            await _the_good_turn_alone_runs(session, store)
 
 
 def test_a_value_json_cannot_hold_in_extra_body_is_a_validation_error() -> None:

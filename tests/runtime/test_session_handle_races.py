@@ -57,14 +57,22 @@ def _finished(messages: list[OutputMessage]) -> dict[str, Any]:
     return dict(audits[0]["details"])
 
 
+def _goodbye_runtime(
+    tmp_path: Path, release: asyncio.Event, started: asyncio.Event
+) -> tuple[SQLiteSessionStore, DebugRuntime]:
+    """A stored runtime whose first turn calls a goodbye tool that waits for ``release``."""
+    store = SQLiteSessionStore(tmp_path / "lab.sqlite3")
+    client = ScriptedChatClient([[tool_call("b1", "bye")]])
+    runtime = DebugRuntime(client, registry=_slow_goodbye(release, started), session_store=store)
+    return store, runtime
+
+
 @pytest.mark.asyncio
 async def test_a_message_sent_while_a_terminating_turn_runs_is_reported_dropped(
     tmp_path: Path,
 ) -> None:
     release, started = asyncio.Event(), asyncio.Event()
-    store = SQLiteSessionStore(tmp_path / "lab.sqlite3")
-    client = ScriptedChatClient([[tool_call("b1", "bye")]])
-    runtime = DebugRuntime(client, registry=_slow_goodbye(release, started), session_store=store)
+    store, runtime = _goodbye_runtime(tmp_path, release, started)
     async with runtime.session(_request("That's all, goodbye!", tools=["bye"])) as session:
         await started.wait()  # the terminating batch runs
         await session.send("Wait, one more thing.")
@@ -84,9 +92,7 @@ async def test_turns_dropped_by_leaving_the_block_are_reported_with_the_session_
     tmp_path: Path,
 ) -> None:
     release, started = asyncio.Event(), asyncio.Event()
-    store = SQLiteSessionStore(tmp_path / "lab.sqlite3")
-    client = ScriptedChatClient([[tool_call("b1", "bye")]])
-    runtime = DebugRuntime(client, registry=_slow_goodbye(release, started), session_store=store)
+    store, runtime = _goodbye_runtime(tmp_path, release, started)
     async with runtime.session(_request("goodbye", tools=["bye"])) as session:
         await started.wait()
         await session.send("queued one")
