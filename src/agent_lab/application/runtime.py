@@ -200,7 +200,9 @@ class DebugRuntime:
         finally:
             if not task.done():  # the orderly end hung, or this call is being cancelled
                 task.cancel()
-            await asyncio.wait({task})
+                await asyncio.wait({task})
+            # A task already done is not waited for: ``asyncio.wait`` on it would still
+            # cost two trips through the loop (and their objects) per closed session.
             if self._task is task:
                 self._task = None
         if not task.cancelled():
