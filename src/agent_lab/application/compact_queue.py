@@ -5,6 +5,7 @@ waits."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -44,8 +45,10 @@ class CompactQueue(asyncio.Queue[T]):
     unbounded queue never has putters, and few callers ever ``join()``; this one keeps
     an empty stand-in for the putters (a real deque when ``maxsize`` bounds it) and a
     shared stand-in for the ``join()`` event until someone joins. Same behaviour as
-    ``asyncio.Queue``, and the same methods (none of ``put``/``get`` is wrapped, so a
-    delta costs what it costs on a plain queue).
+    ``asyncio.Queue``. ``put``/``put_nowait``/``get``/``get_nowait`` are its own
+    steps written out in one method each (no ``full()``, ``empty()`` or
+    ``_wakeup_next()`` call per item): a queue carries every delta and audit of a
+    session, and the calls were a quarter of a session's Python calls.
 
     An item can be completed when it is taken (``complete_when_taken``): the runtime
     fills in the decoded raw chunks of a response audit then, in the consumer's step,
@@ -53,6 +56,10 @@ class CompactQueue(asyncio.Queue[T]):
     the message waits in the queue.
     """
 
+    _maxsize: int  # asyncio.Queue's own state, which these methods use directly
+    _queue: Any
+    _getters: Any
+    _unfinished_tasks: int
     _completions: dict[int, Callable[[], object]] | None = None
     """What completes each waiting item that has something left to do, by ``id``."""
 
@@ -62,9 +69,65 @@ class CompactQueue(asyncio.Queue[T]):
             self._putters: Any = _NO_WAITERS
         self._finished: Any = _NOBODY_JOINS
 
+    async def put(self, item: T) -> None:
+        """Put an item into the queue; waits for a free slot only when ``maxsize`` bounds it."""
+        if self._maxsize > 0:
+            await super().put(item)
+        else:
+            self.put_nowait(item)
+
+    def put_nowait(self, item: T) -> None:
+        """Put an item into the queue without blocking (``QueueFull`` when bounded and full).
+
+        ``asyncio.Queue``'s steps inline: the item, the unfinished count, the ``join()``
+        event cleared, the first getter still waiting woken."""
+        if self._maxsize > 0 and self.qsize() >= self._maxsize:
+            raise asyncio.QueueFull
+        self._put(item)
+        self._unfinished_tasks += 1
+        finished = self._finished
+        if finished is not _NOBODY_JOINS:
+            finished.clear()
+        getters = self._getters
+        while getters:
+            getter = getters.popleft()
+            if not getter.done():
+                getter.set_result(None)
+                break
+
+    async def get(self) -> T:
+        """Remove and return an item, waiting until one is available (``asyncio.Queue``'s
+        wait, in this frame: no second coroutine per wait)."""
+        while not self._queue:
+            getter = self._get_loop().create_future()  # type: ignore[attr-defined]
+            self._getters.append(getter)
+            try:
+                await getter
+            except BaseException:
+                getter.cancel()  # in case it is not done yet
+                with contextlib.suppress(ValueError):  # a put may have removed it already
+                    self._getters.remove(getter)
+                if self._queue and not getter.cancelled():
+                    self._wakeup_next(self._getters)  # type: ignore[attr-defined]  # pass it on
+                raise
+        return self.get_nowait()
+
+    def get_nowait(self) -> T:
+        """Remove and return an item if one is available, else raise ``QueueEmpty``."""
+        if not self._queue:
+            raise asyncio.QueueEmpty
+        item = self._get()
+        putters = self._putters
+        while putters:
+            putter = putters.popleft()
+            if not putter.done():
+                putter.set_result(None)
+                break
+        return item
+
     async def join(self) -> None:
         """Block until every item put has been marked done with ``task_done()``."""
-        if self._unfinished_tasks > 0:  # type: ignore[attr-defined]  # asyncio.Queue's count
+        if self._unfinished_tasks > 0:
             if self._finished is _NOBODY_JOINS:
                 self._finished = asyncio.Event()  # not set: items are unfinished
             await self._finished.wait()
@@ -81,7 +144,7 @@ class CompactQueue(asyncio.Queue[T]):
             self._completions.pop(id(item), None)
 
     def _get(self) -> T:
-        item: T = self._queue.popleft()  # type: ignore[attr-defined]  # asyncio.Queue's deque
+        item: T = self._queue.popleft()
         return self._completed(item) if self._completions else item
 
     def _completed(self, item: T) -> T:
