@@ -68,13 +68,17 @@ class Auditor:
         the audit (so what it makes lives only while the consumer holds the message),
         and here, before the audit goes anywhere, otherwise.
         """
-        queue = self._output_queue
-        deferred = self._completes_on_take and self.sink is _NO_SINK
+        queue, sink = self._output_queue, self.sink
+        deferred = self._completes_on_take and sink is _NO_SINK
         if complete is not None and not deferred:
             complete()
         if now is None:
             now = self.clock()
-        elapsed = max(self._last_elapsed, _outputs.elapsed_ms(self._origin, now))
+        # ``_outputs.elapsed_ms`` written out (ten audits a turn): never negative, and
+        # never less than the turn's last audit.
+        elapsed = round((now - self._origin) * 1000)
+        if elapsed < self._last_elapsed:
+            elapsed = self._last_elapsed
         self._last_elapsed = elapsed
         details["turn_elapsed_ms"] = elapsed
         if logger.isEnabledFor(logging.INFO):  # no record (nor its extra dict) otherwise
@@ -87,7 +91,8 @@ class Auditor:
                     "turn_index": self.turn_index,
                 },
             )
-        self.sink.add_audit(self.turn_index, event, details)
+        if sink is not _NO_SINK:
+            sink.add_audit(self.turn_index, event, details)
         message = _outputs.audit(event, details)
         if complete is None or not deferred:
             await queue.put(message)
