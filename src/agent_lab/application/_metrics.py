@@ -25,7 +25,7 @@ ModelCallStatus = Literal["success", "failed", "cancelled"]
 """A model call's persisted status, in the words of a tool execution's (``EventStatus``)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class ModelCall:
     """One streamed model call as the runtime observed it.
 

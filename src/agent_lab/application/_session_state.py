@@ -25,7 +25,7 @@ from agent_lab.domain.messages import ChatMessage
 TurnStatus = Literal["completed", "terminated", "failed", "cancelled"]
 
 
-@dataclass
+@dataclass(slots=True)
 class SessionState:
     request: DebugRunRequest
     session_id: str | None
@@ -70,7 +70,7 @@ class SessionState:
         return self.request.tool_invocation_mode
 
 
-@dataclass
+@dataclass(slots=True)
 class TurnState:
     index: int
     origin: float
