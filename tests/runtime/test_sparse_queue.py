@@ -158,3 +158,30 @@ async def test_an_item_whose_completion_fails_still_goes_out(
     with caplog.at_level("ERROR", logger="agent_lab.application.runtime"):
         assert await queue.get() == {"n": 1}
     assert "completing a queued output failed" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_a_compact_queue_waits_and_wakes_its_getters_as_asyncio_queue_does() -> None:
+    """``CompactQueue`` writes ``put``/``get`` out itself: the same hand-over, in order,
+    for a getter robbed of its item and for a woken getter that is cancelled."""
+    queue: CompactQueue[int] = CompactQueue()
+    with pytest.raises(asyncio.QueueEmpty):
+        queue.get_nowait()
+    robbed = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    queue.put_nowait(1)  # wakes the getter ...
+    assert queue.get_nowait() == 1  # ... but the item is taken before it runs
+    await asyncio.sleep(0)
+    assert not robbed.done()
+    await queue.put(2)
+    assert await asyncio.wait_for(robbed, 1) == 2
+
+    first, second = asyncio.create_task(queue.get()), asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    await queue.put(3)  # wakes ``first``, which is cancelled before it takes the item
+    first.cancel()
+    assert await asyncio.wait_for(second, 1) == 3
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert queue.empty() and not queue._getters
+    assert queue.qsize() == 0 and queue._unfinished_tasks == 3
