@@ -63,6 +63,20 @@ async def test_an_ended_session_is_freed_without_the_garbage_collector() -> None
         assert runner() is None, "the session's objects are kept alive by a reference cycle"
 
 
+@pytest.mark.asyncio
+async def test_closing_a_runtime_whose_session_has_ended_takes_no_trip_through_the_loop() -> None:
+    runtime = DebugRuntime(ScriptedChatClient([text("Hi.")]), registry=ToolRegistry())
+    queues = runtime.start_session(_request())
+    await queues.input.put("Hello")
+    await queues.input.put(None)
+    await read_until(queues, {"done"})
+    await runtime.wait_closed()
+    closing = runtime.aclose()
+    with pytest.raises(StopIteration):  # finished on its first step: it never waited
+        closing.send(None)
+    assert not runtime.running and runtime._task is None
+
+
 def _recorder(runtime: DebugRuntime) -> object:
     assert runtime._runner is not None and runtime._runner.engine is not None
     return runtime._runner.engine.session.recorder
