@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
+from agent_lab.testing.sse_server import SSETranscriptServer
 from tests.cli.cli_helpers import Invoke, copy_database, invoke_in, process_env
 from tests.store.store_support import unwritable
+from tests.web.busy_holder import Holder, holder_answers
 
 
 @pytest.fixture(scope="module")
@@ -230,3 +232,21 @@ def test_export_otlp_with_out_says_the_two_do_not_go_together(cli: Invoke) -> No
     assert result.error_lines == [
         "error: --out does not go with --format otlp: the spans go to the trace backend"
     ]
+
+
+def test_list_marks_a_session_a_live_runtime_of_another_process_drives(
+    cli: Invoke, home: Path
+) -> None:
+    with SSETranscriptServer(*holder_answers()) as model:
+        with Holder(home / "agent-lab.sqlite3", model.base_url, "driven") as holder:
+            table = cli("sessions", "list")
+            as_json = cli("sessions", "list", "--json")
+            holder.release()
+        after = cli("sessions", "list", "--json")
+
+    assert table.exit_code == 0 and as_json.exit_code == 0, table.stderr + as_json.stderr
+    header, row = (line for line in table.stdout.splitlines() if "live" in line or "driven" in line)
+    assert header.split()[-1] == "live" and row.split()[-1] == "live"
+    [listed] = json.loads(as_json.stdout)
+    assert listed["id"] == "driven" and f"pid {holder.pid} on " in listed["held_by"]
+    assert [session["held_by"] for session in json.loads(after.stdout)] == [None]

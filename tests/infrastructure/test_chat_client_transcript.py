@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from agent_lab.application.contracts import AgentParams
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
+from agent_lab.infrastructure.openai_compat.request_body import build_chat_request
 from agent_lab.infrastructure.openai_compat.transcript_validation import validate_tool_transcript
 
 
@@ -61,3 +63,44 @@ def test_invalid_transcripts_name_the_problem(messages: list[ChatMessage], probl
     with pytest.raises(ValueError) as info:
         validate_tool_transcript(messages)
     assert problem in str(info.value)
+
+
+def _wire(messages: list[ChatMessage]) -> list[dict[str, object]]:
+    return build_chat_request(messages, [], AgentParams(model="m"), None).messages
+
+
+def test_plain_messages_of_one_role_in_a_row_go_as_one_message() -> None:
+    """A turn that failed before its answer, then the next question; and two answers."""
+    sent = _wire(
+        [
+            ChatMessage(role="system", content="s"),
+            user("What is the WAL?"),
+            user("Are you there?"),
+            assistant(text="Yes."),
+            assistant(text="The WAL is a log."),
+            user("Thanks."),
+        ]
+    )
+
+    assert sent == [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "What is the WAL?\n\nAre you there?"},
+        {"role": "assistant", "content": "Yes.\n\nThe WAL is a log."},
+        {"role": "user", "content": "Thanks."},
+    ]
+
+
+def test_tool_protocol_and_alternating_transcripts_are_sent_unchanged() -> None:
+    messages = [
+        user("q"),
+        assistant("a", text="Looking."),
+        reply("a"),
+        assistant("b"),
+        reply("b"),
+        assistant(text="done"),
+        user("next"),
+    ]
+    sent = _wire(messages)
+
+    assert [m["role"] for m in sent] == [m.role for m in messages]
+    assert len(sent) == len(messages)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -346,3 +347,75 @@ async def test_leaving_run_early_cancels_its_turn_and_leaves_nothing_for_the_nex
         "round_stats",
         "done",
     ]
+
+
+@pytest.mark.asyncio
+async def test_aclose_while_a_session_waits_for_its_claim_stops_the_wait_and_claims_nothing(
+    tmp_path: Path,
+) -> None:
+    """A session waiting for a claim another runtime holds (``claim_wait_seconds``) is
+    ended by ``aclose()`` without waiting out the grace: it ends, as a session that
+    could not open does, with one ``error`` (cancelled) and nothing stored; its wait
+    stops, so when the holder lets go the closed runtime does not take the session
+    (nobody could, until its lease ran out) and a third runtime claims it at once."""
+    path = tmp_path / "lab.sqlite3"
+    holder = SQLiteSessionStore(path)
+    holder.create_session("waiting", {}, session_id=SESSION)
+    token = holder.claim_session(SESSION, "the holder")
+    store = SQLiteSessionStore(path)
+    runtime = DebugRuntime(
+        ScriptedChatClient([text("never asked")]),
+        registry=_waiting_registry(asyncio.Event()),
+        session_store=store,
+        claim_wait_seconds=60,
+    )
+    io = runtime.start_session(_request())
+    await asyncio.sleep(0.3)  # the session is waiting for the holder's claim
+    closing = asyncio.create_task(runtime.aclose(grace_seconds=60))
+    done, _ = await asyncio.wait([closing], timeout=20)  # the grace is not waited out
+    holder.release_claim(SESSION, token)
+    await asyncio.sleep(0.3)  # a wait still polling would claim the session now
+    third = SQLiteSessionStore(path).claim_session(SESSION, "the third runtime")
+
+    assert done == {closing}, "aclose() waited for the claim wait or its grace"
+    outputs = [io.output.get_nowait() for _ in range(io.output.qsize())]
+    assert [m["type"] for m in outputs] == ["error"]  # no session_started: never opened
+    assert {key: outputs[0][key] for key in CANCELLED} == CANCELLED
+    assert third and _turns(store) == [] and runtime.running is False
+
+
+class _SlowClaims(SQLiteSessionStore):
+    """Each claim waits for ``go`` first: a try at the claim still in flight."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.trying, self.go = threading.Event(), threading.Event()
+
+    def claim_session(self, session_id: str, owner: str, **options: Any) -> str:
+        self.trying.set()
+        self.go.wait(30)
+        return super().claim_session(session_id, owner, **options)
+
+
+@pytest.mark.asyncio
+async def test_a_claim_won_by_a_try_that_ends_after_aclose_is_released(tmp_path: Path) -> None:
+    """``aclose()`` while a try at the claim is in flight: the try finishes, and the
+    claim it won is given back, so the session is not held by a closed runtime."""
+    store = _SlowClaims(tmp_path / "lab.sqlite3")
+    runtime = DebugRuntime(
+        ScriptedChatClient([text("never asked")]),
+        registry=_waiting_registry(asyncio.Event()),
+        session_store=store,
+        claim_wait_seconds=60,
+    )
+    io = runtime.start_session(_request())
+    await asyncio.to_thread(store.trying.wait, 10)
+    closing = asyncio.create_task(runtime.aclose(grace_seconds=60))
+    await asyncio.sleep(0.1)
+    store.go.set()
+    await asyncio.wait_for(closing, 20)
+
+    outputs = [io.output.get_nowait() for _ in range(io.output.qsize())]
+    assert [m["type"] for m in outputs] == ["error"]
+    assert {key: outputs[0][key] for key in CANCELLED} == CANCELLED
+    assert store.live_claims() == {}  # released: another runtime may take it at once

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pytest
 
+from agent_lab.application.session_store import ClaimListing
 from agent_lab.domain.errors import PersistenceFailed, SessionBusy
 from tests.store_conformance.conformance_support import (
     LEASE,
@@ -102,3 +104,22 @@ def test_a_store_that_never_claimed_is_not_fenced(backend: Backend) -> None:
     owner.claim_session(session, "owner")
     tool.append_audit(session, None, "note", {"by": "a maintenance tool"})
     assert owner.list_audit_logs(session)[0]["details"] == {"by": "a maintenance tool"}
+
+
+def test_live_claims_lists_the_sessions_live_runtimes_hold_in_any_store(
+    backend: Backend,
+) -> None:
+    runtime, lab = backend.open(), backend.open()
+    held, released, lapsed, idle = (runtime.create_session(t, {}) for t in "abcd")
+    runtime.claim_session(held, "runtime one")
+    token = runtime.claim_session(released, "runtime two")
+    runtime.claim_session(lapsed, "runtime three", lease_seconds=LEASE)
+    runtime.release_claim(released, token)
+    expire()
+
+    assert isinstance(lab, ClaimListing)  # every store of the project lists its claims
+    claims = lab.live_claims()
+
+    assert set(claims) == {held}  # not released, lapsed nor never claimed (idle)
+    assert claims[held].startswith(f"runtime one, pid {os.getpid()} on ")
+    assert idle not in claims

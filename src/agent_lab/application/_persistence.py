@@ -27,14 +27,13 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
-from agent_lab.application._interrupted import recover_interrupted
+from agent_lab.application._opening import LEASE_SECONDS, claim_waiting, open_stored
 from agent_lab.application._recording import FinishedTurn
 from agent_lab.application._recovery import KeptNote, Recovery, recovery_from_batches
 from agent_lab.application._restore import StoredSession, request_snapshot
 from agent_lab.application._store_access import (
     NOW_CHARS,
     NOW_RAW_BYTES,
-    Resumed,
     chars_of,
     deleted_under_claim,
     grouping,
@@ -62,7 +61,6 @@ T = TypeVar("T")
 BufferedAudits = list[tuple[int | None, str, dict[str, Any]]]
 """Audits waiting for the next write: ``(turn_index, event, details)``."""
 
-LEASE_SECONDS = 30.0
 _HOST = socket.gethostname()
 
 
@@ -166,46 +164,42 @@ class SessionRecorder:
         """Create the session if new, claim it (one writer), and read it back.
 
         All in one trip to the worker thread: a session's setup costs one hand-off,
-        not four; and in one transaction when the claim does not wait for another
-        writer (a claim that waits must not hold the store's write lock meanwhile).
+        not four. A claim that may wait (``claim_wait_seconds``) is tried again until it
+        wins, each try in the worker thread, the pauses on the loop (``claim_waiting``),
+        so closing the runtime ends the wait at once.
         """
         snapshot = request_snapshot(request)
         owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
         small = self._small(0)
         audits = self._take_audits()
-        grouped = self._claim_wait <= 0  # a claim that waits runs on its own, in a thread
-
-        def open_session(now: bool) -> tuple[StoredSession, str]:
-            store, session_id = self.store, self.session_id
-            session = store.ensure_session(session_id, title, snapshot)
-            # Nothing recorded yet, seen in the transaction that claims it: nothing to read.
-            empty = grouped and session.get("turn_count") == session.get("message_count") == 0
-            if now and not empty:
-                raise Resumed  # its history may be long: read it in the worker thread
-            token = store.claim_session(
-                session_id, owner, lease_seconds=LEASE_SECONDS, wait_seconds=self._claim_wait
-            )
-            if empty:
-                return StoredSession(session_id, [], 1), token
-            records = store.list_messages(session_id)
-            recovery = recover_interrupted(store, session_id)  # the claim is ours now
-            turn = store.next_turn_index(session_id)
-            return StoredSession(session_id, records, turn, recovery), token
-
+        grouped = self._claim_wait <= 0  # a session seen in the transaction that claims it
+        open_session = partial(
+            open_stored, self.store, self.session_id, title, snapshot, owner, grouped=grouped
+        )
+        open_waiting = partial(open_session, now=False)
         try:
             if self._now is not None and grouped and small:
                 with contextlib.suppress(NotNow):
-                    work = partial(self._grouped, audits, partial(open_session, True))
+                    work = partial(self._grouped, audits, partial(open_session, now=True))
                     stored, self._claim_token = self._now.write_now(work)
                     return stored
-            stored, self._claim_token = await asyncio.to_thread(
-                self._write, audits, partial(open_session, False), grouped=grouped
-            )
+            if not grouped:
+                opened = await claim_waiting(
+                    lambda first: self._write(audits if first else [], open_waiting),
+                    self._claim_wait,
+                    kept=self._keep_claim,
+                )
+                stored, self._claim_token = opened
+                return stored
+            stored, self._claim_token = await asyncio.to_thread(self._write, audits, open_waiting)
         finally:
             if self._claim_token is not None:
                 self._schedule_renewal()
         return stored
+
+    def _keep_claim(self, opened: tuple[StoredSession, str]) -> None:
+        self._claim_token = opened[1]  # won by a try that ended after a cancellation
 
     def _schedule_renewal(self) -> None:
         """Renew the lease every third of it: a timer, not a task per session; a task

@@ -18,12 +18,11 @@ from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._batches import EventAgentLink, EventServices
 from agent_lab.application._deadlines import deadlines_for
-from agent_lab.application._modes import mode_for
+from agent_lab.application._opening import restored_state, unstored_state
 from agent_lab.application._persistence import SessionRecorder
-from agent_lab.application._recording import NULL_RECORDER, Recorder
-from agent_lab.application._restore import read_stored_history
+from agent_lab.application._recording import Recorder
 from agent_lab.application._session_state import SessionState, TurnOutcome, TurnState, close_turn
-from agent_lab.application._transcript import History, fold_title, persisted_call_ids
+from agent_lab.application._transcript import fold_title
 from agent_lab.application._turn import (
     TurnEngine,
     TurnLimits,
@@ -82,6 +81,7 @@ class SessionRunner:
     turns_taken: int = field(default=0, init=False)  # user turns read from the input
     _cancels_ahead: int = field(default=0, init=False)  # turns to cancel as they start
     _dropped: tuple[str, ...] = field(default=(), init=False)  # unread user turns
+    _opening: asyncio.Task[Any] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.auditor = Auditor(self.clock, self.queues.output)
@@ -162,6 +162,8 @@ class SessionRunner:
         self._ending = True
         if not self.one_shot:
             self._dropped += _user_turns(self.queues.close_input_now())
+        if self._opening is not None:
+            self._opening.cancel()
         self.cancel_turn()
 
     def cancel_turn(self) -> bool:
@@ -187,47 +189,36 @@ class SessionRunner:
     async def _open(self) -> SessionState | None:
         """The session's state, or ``None`` after an ``error`` output (claim released)."""
         if self.store is None:
-            return SessionState(
-                request=self.request,
-                session_id=None,
-                scope_prefix=f"run-{uuid.uuid4().hex[:12]}",
-                history=History(),
-                next_turn_index=1,
-                recorder=NULL_RECORDER,
-                one_shot=self.one_shot,
-            )
+            return unstored_state(self.request, one_shot=self.one_shot)
         session_id = self.request.session_id or uuid.uuid4().hex
         recorder = SessionRecorder(
             self.store, session_id, claim_wait_seconds=self.claim_wait_seconds
         )
+        self._opening = asyncio.current_task()  # ``end_now`` cancels a wait for the claim
         try:
             return await self._open_stored(recorder)
-        except AgentLabError as exc:
+        except (AgentLabError, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and not self._opening_ended():
+                raise
             await recorder.close()  # releases the writer claim at once
-            await self.queues.output.put(_outputs.error(exc))
+            await self.queues.output.put(_outputs.error(_closed_while_opening(exc)))
             return None
+        finally:
+            self._opening = None
+
+    def _opening_ended(self) -> bool:
+        """A cancellation of the opening came from ``end_now`` only (it is taken back)."""
+        task = self._opening
+        return self._ending and task is not None and task.uncancel() == 0
 
     async def _open_stored(self, recorder: SessionRecorder) -> SessionState:
-        request, session_id = self.request, recorder.session_id
-        title = fold_title(request.user_message) or "Untitled session"
-        stored = await recorder.open(request, title)
-        restored = read_stored_history(stored.records, session_id)
-        for repair in restored.repairs:
-            logger.warning("session %s: stored message #%s %s", session_id, repair.seq, repair)
-        self.auditor.session_id = session_id
-        self.auditor.sink = recorder
-        return SessionState(
-            request=request,
-            session_id=session_id,
-            scope_prefix=session_id,
-            history=History(mode_for(request.tool_invocation_mode).restore(restored.messages)),
-            seen_call_ids=persisted_call_ids(stored.records),
-            next_turn_index=stored.next_turn_index,
-            recorder=recorder,
-            one_shot=self.one_shot,
-            repairs=restored.repairs,
-            recovery=stored.recovery,
+        request = self.request
+        stored = await recorder.open(
+            request, fold_title(request.user_message) or "Untitled session"
         )
+        self.auditor.session_id = recorder.session_id
+        self.auditor.sink = recorder
+        return restored_state(request, stored, recorder, one_shot=self.one_shot)
 
     def _started_details(self, session: SessionState) -> dict[str, Any]:
         details = _audit_details.session_started(
@@ -402,3 +393,9 @@ class SessionRunner:
 def _user_turns(items: list[Any]) -> tuple[str, ...]:
     """The texts of the user turns among input items taken off the queue unread."""
     return tuple(m.content for item in items if (m := as_user_message(item)) is not None)
+
+
+def _closed_while_opening(exc: BaseException) -> AgentLabError:
+    if isinstance(exc, AgentLabError):
+        return exc
+    return RunCancelled("the runtime was closed before the session opened")

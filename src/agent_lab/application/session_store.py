@@ -234,6 +234,13 @@ class SessionClaims(Protocol):
 
 
 @runtime_checkable
+class ClaimListing(Protocol):
+    """A store that can say which sessions live runtimes hold, in any process."""
+
+    def live_claims(self) -> dict[str, str]: ...
+
+
+@runtime_checkable
 class SessionStore(TranscriptStore, MetricsStore, BatchJournal, SessionClaims, Protocol):
     """Durable sessions, turns, messages, audits, metrics, tool journal and claims."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import orjson
@@ -63,8 +64,41 @@ def build_chat_request(
     if tool_choice is not None:
         options["tool_choice"] = _aliased_function(tool_choice, aliases)
     options.update((k, v) for k, v in params.extra_body.items() if k not in _RESERVED)
-    wire = [wire_message(message, aliases) for message in messages]
+    wire = alternating([wire_message(message, aliases) for message in messages])
     return ChatRequest(messages=wire, options=options, aliases=aliases)
+
+
+def alternating(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``wire`` with each run of plain user (or assistant) messages in a row folded into
+    one, their texts joined by a blank line.
+
+    Alternation-strict chat templates (vLLM or llama.cpp serving Mistral, Gemma or
+    Llama-2 models) refuse such a run, which a session leaves behind whenever a turn
+    ended before an answer (a provider failure, a cancellation) or a recovery note
+    follows the user's message. Folded, every text still reaches the model, and a
+    provider that accepts runs reads the same conversation. Tool calls, tool replies
+    and non-text content are never folded.
+    """
+    if not any(a["role"] == b["role"] and _repeats(a, b) for a, b in pairwise(wire)):
+        return wire
+    folded: list[dict[str, Any]] = []
+    for message in wire:
+        if folded and _repeats(folded[-1], message):
+            texts = (folded[-1]["content"], message["content"])
+            folded[-1] = {"role": message["role"], "content": "\n\n".join(t for t in texts if t)}
+        else:
+            folded.append(message)
+    return folded
+
+
+def _repeats(previous: dict[str, Any], message: dict[str, Any]) -> bool:
+    return (
+        message["role"] == previous["role"]
+        and message["role"] in ("user", "assistant")
+        and isinstance(message.get("content"), str)
+        and isinstance(previous.get("content"), str)
+        and not (message.get("tool_calls") or previous.get("tool_calls"))
+    )
 
 
 def wire_message(message: ChatMessage, aliases: ToolNameAliases) -> dict[str, Any]:

@@ -116,6 +116,22 @@ class SharedClaims(BatchStatements):
             raise
         self._after_commit(lambda: self._forget_token(session_id, token))
 
+    def live_claims(self) -> dict[str, str]:
+        """The sessions a live runtime holds now (in any process using this store), each
+        with who holds it; expired claims and those of dead processes are left out."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT session_id, token, owner, pid, pid_started, hostname, expires_at"
+                " FROM session_claims"
+            ).fetchall()
+        now = time.time()
+        claims = {str(row[0]): Claim(*row[1:]) for row in rows}
+        return {
+            session_id: claim.describe(now)
+            for session_id, claim in claims.items()
+            if not claim_is_stale(claim, now)
+        }
+
     def _refused(self, conn: Any, session_id: str, now: float) -> str | None:
         """Who keeps the session from being claimed now, or ``None`` when it can be taken."""
         return refusal(self._select_claim(conn, session_id), now)

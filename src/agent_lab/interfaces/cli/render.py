@@ -239,6 +239,7 @@ def sessions_table(sessions: Sequence[Mapping[str, Any]]) -> Table:
     table.add_column("mode", no_wrap=True, min_width=16)
     table.add_column("turns", justify="right", no_wrap=True, min_width=5)
     table.add_column("updated", no_wrap=True, min_width=16)
+    table.add_column("live", no_wrap=True, min_width=4)
     for session in sessions:
         table.add_row(
             str(session["id"]),
@@ -246,6 +247,7 @@ def sessions_table(sessions: Sequence[Mapping[str, Any]]) -> Table:
             str(session.get("mode") or ""),
             str(session.get("turn_count", "")),
             str(session.get("updated_at") or "")[:16].replace("T", " "),
+            "live" if session.get("held_by") else "",
         )
     return table
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from agent_lab.application.session_store import SessionStore
+from agent_lab.application.session_store import ClaimListing, SessionStore
 from agent_lab.domain.errors import PersistenceFailed, UsageError
 from agent_lab.infrastructure import store_factory
 from agent_lab.interfaces.cli.common import LabOptions, guard
@@ -88,19 +88,21 @@ def filtered_sessions(
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """The sessions, newest first, that have ``mode`` and ``status``; at most ``limit``.
+    Each has ``held_by``: the live runtime (of any process) driving it now, or ``None``.
 
     Raises:
         UsageError: an unknown status.
     """
     if status is not None and status not in STATUSES:
         raise UsageError(f"unknown status {status!r} (use one of {', '.join(STATUSES)})")
+    held = store.live_claims() if isinstance(store, ClaimListing) else {}
     found = []
     for session in store.list_sessions():
         if mode is not None and session.get("mode") != mode:
             continue
         if status is not None and session_status(store, str(session["id"])) != status:
             continue
-        found.append(session)
+        found.append({**session, "held_by": held.get(str(session["id"]))})
         if limit is not None and len(found) >= limit:
             break
     return found

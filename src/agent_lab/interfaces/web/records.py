@@ -11,7 +11,7 @@ from typing import Any
 
 from agent_lab.application.pricing import PriceTable, cost_breakdown
 from agent_lab.application.record import unreported_calls
-from agent_lab.application.session_store import SessionStore
+from agent_lab.application.session_store import ClaimListing, SessionStore
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.errors import SessionNotFound
 from agent_lab.interfaces.turn_views import turn_records
@@ -20,7 +20,12 @@ from agent_lab.interfaces.turn_views import turn_records
 def session_summaries(store: SessionStore, live: set[str]) -> list[dict[str, Any]]:
     """Every session, newest first, with its usage totals, whether it is live and its
     ``status``: the status of its last turn (``completed``, ``failed``, ``cancelled``,
-    ``terminated``…) or ``empty``; ``failed_turns`` counts the failed and cancelled ones."""
+    ``terminated``…) or ``empty``; ``failed_turns`` counts the failed and cancelled ones.
+
+    ``live`` holds for a session of ``live`` (this server's) and for one a live runtime
+    of another process holds (another worker, ``agent-lab chat``): then ``held_by`` names
+    that runtime and ``live_elsewhere`` is true."""
+    held = store.live_claims() if isinstance(store, ClaimListing) else {}
     summaries = []
     for session in store.list_sessions():
         session_id = session["id"]
@@ -35,7 +40,9 @@ def session_summaries(store: SessionStore, live: set[str]) -> list[dict[str, Any
             {
                 **_without_config(session),
                 "usage": usage["session"],
-                "live": session_id in live,
+                "live": session_id in live or session_id in held,
+                "live_elsewhere": session_id in held and session_id not in live,
+                "held_by": held.get(session_id),
                 "status": status,
                 "failed_turns": failed,
             }

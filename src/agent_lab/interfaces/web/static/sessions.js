@@ -18,7 +18,7 @@ function sessionRow(session, actions) {
       h("div", { class: "session-title", title: session.title || "" }, session.title || "Untitled session"),
       h("div", { class: "session-id mono", title: session.id }, shortId(session.id))),
     h("td", {}, h("span", { class: `status status-${status}`, title: `last turn: ${status}${failed}` }, status),
-      session.live ? h("span", { class: "live-dot", title: "live: a runtime is running this session", "aria-label": "live" }) : null),
+      session.live ? h("span", { class: "live-dot", title: liveTitle(session), "aria-label": "live" }) : null),
     h("td", { class: "opt" }, h("span", { class: `badge mode-${session.mode}` }, session.mode || "?")),
     h("td", { class: "num", dataset: { unit: session.turn_count === 1 ? "turn" : "turns" } }, num(session.turn_count)),
     h("td", { class: "num opt" }, num(usage.total_tokens)),
@@ -33,6 +33,11 @@ function sessionRow(session, actions) {
         button("JSON", (s) => actions.exportAs(s, "json"), { title: "Export as JSON" }),
         button("JSONL", (s) => actions.exportAs(s, "jsonl"), { title: "Export as JSON Lines" })),
       button("Delete", actions.remove, { class: "ghost small danger", disabled: session.live, title: session.live ? "Live sessions cannot be deleted" : "Delete" })));
+}
+
+function liveTitle(session) {
+  if (!session.live_elsewhere) return "live: this server is running this session";
+  return `live in another process: ${session.held_by || "another runtime"} drives this session`;
 }
 
 // Whether a session passes the search text and the filter of the sessions table.
