@@ -50,11 +50,8 @@ logger = logging.getLogger("agent_lab.application.runtime")
 
 @dataclass(eq=False, repr=False, slots=True, weakref_slot=True)
 class SessionRunner:
-    """Owns one session: its engine, its event agent task, and its recorder.
-
-    Slots: most fields are first set after ``__init__`` (in whatever order a session
-    takes), which gave every runner a dictionary of its own (~0.8 KiB and an object
-    the collector tracks)."""
+    """Owns one session: its engine, its event agent task, and its recorder. (Slots:
+    fields first set after ``__init__`` gave each runner a dictionary of its own.)"""
 
     request: DebugRunRequest
     _: KW_ONLY
