@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -470,7 +470,7 @@ def _answered(text: str) -> list[dict[str, Any]]:
 @pytest.mark.asyncio
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 async def test_done_ends_the_answer_though_the_server_keeps_the_connection_open(
-    collect: Collect, transport: str
+    collect: Collect, transport: Literal["aiohttp", "httpx"]
 ) -> None:
     """A gateway that holds the connection open after ``[DONE]``: the answer is over
     then, not when the idle deadline (5 s here) runs out."""
