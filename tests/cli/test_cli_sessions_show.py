@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_lab.domain.events import EVENT_BLOCK_END, EVENT_BLOCK_START
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
 from tests.cli.cli_helpers import Invoke
 
@@ -285,3 +286,35 @@ def test_show_separates_the_chat_text_from_a_template_confirmation(cli_process: 
     [said] = [line for line in shown.stdout.splitlines() if "assistant›" in line]
     assert "Dana. Scheduled Review with Dana for " in said
     assert ".Scheduled" not in said
+
+
+def test_show_gives_the_text_a_dual_agent_argument_call_wrote_when_not_valid_json(
+    cli_process: Invoke,
+) -> None:
+    """The volume resolver finds no level in "Set it."; the forced fallback call writes
+    broken JSON: the tool fails saying so, and ``show`` gives the text as written."""
+
+    def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
+        return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    block = f"{EVENT_BLOCK_START}device.volume.adjust{EVENT_BLOCK_END}"
+    broken = {"index": 0, "id": "call_1", "type": "function"}
+    broken["function"] = {"name": "device__volume__adjust", "arguments": '{"mode": "abs'}
+    with SSETranscriptServer() as server:
+        server.add(
+            ScriptedResponse.sse(chunk({"role": "assistant", "content": f"Ok. {block}"})),
+            ScriptedResponse.sse(chunk({"tool_calls": [broken]}), chunk({}, "tool_calls")),
+            ScriptedResponse.sse(chunk({"content": "That did not work."}, "stop")),
+        )
+        run = cli_process(
+            "run", "Set it.", "--json", "--mode", "dual_agent", "--tool", "device.volume.adjust",
+            "--base-url", server.base_url, "--model", "m-1",
+        )  # fmt: skip
+    assert run.exit_code == 0, run.stderr
+
+    shown = cli_process("sessions", "show", _session_of(run.stdout))
+
+    assert shown.exit_code == 0, shown.stderr
+    assert 'arguments: {"mode": "abs (not valid JSON, as the model wrote them)' in shown.stdout
+    assert "invalid arguments: not valid JSON" in shown.stdout
+    assert "is a required property" not in shown.stdout

@@ -457,3 +457,45 @@ async def test_items_read_through_the_original_attribute_names(
     assert all(item.event is None for item in text_items)
     legacy = StreamItem.event(events[0]) if events[0] is not None else None
     assert legacy is not None and legacy.kind == "event" and legacy.event is events[0]
+
+
+def _answered(text: str) -> list[dict[str, Any]]:
+    return [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}},
+    ]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+async def test_done_ends_the_answer_though_the_server_keeps_the_connection_open(
+    collect: Collect, transport: str
+) -> None:
+    """A gateway that holds the connection open after ``[DONE]``: the answer is over
+    then, not when the idle deadline (5 s here) runs out."""
+    answer = ScriptedResponse.sse(*_answered("Done but open."))
+    response = ScriptedResponse(chunks=(*answer.chunks, Pause(60.0)))
+    async with (
+        SSETranscriptServer(response) as server,
+        OpenAICompatibleChatClient(
+            server.base_url, "k", max_retries=0, timeout=5.0, transport=transport
+        ) as client,
+    ):
+        items = await collect(client)
+
+    assert visible(items) == "Done but open."
+    assert usages(items) == [TokenUsage(prompt_tokens=5, completion_tokens=2, total_tokens=7)]
+
+
+@pytest.mark.asyncio
+async def test_what_follows_done_is_not_read_as_part_of_the_answer(collect: Collect) -> None:
+    """Data after ``[DONE]`` (a trailer, junk from a proxy) neither fails nor adds."""
+    answer = ScriptedResponse.sse(*_answered("Extra after done."))
+    response = ScriptedResponse(
+        chunks=(*answer.chunks, b'data: {"garbage": true\n\n', b'data: {"choices": []}\n\n')
+    )
+    items, _ = await replay(response, collect)
+
+    assert visible(items) == "Extra after done."
+    assert [item.kind for item in items].count("raw_chunk") == 3

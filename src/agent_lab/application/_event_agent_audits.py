@@ -73,7 +73,7 @@ def resolution(
     ``argument_fallback`` / ``argument_generation`` (the forced call in ``call``),
     ``empty`` (no resolver, and the empty arguments fit the schema) or
     ``not_resolved`` (an unknown or disabled tool)."""
-    return {
+    entry: Details = {
         "event_id": event.id,
         "event_name": event.name,
         "arguments": json_value(event.arguments),
@@ -81,6 +81,9 @@ def resolution(
         "resolver": resolver,
         "call": call,
     }
+    if not event.arguments and event.raw_arguments.strip() not in ("", "{}"):
+        entry["raw_arguments"] = event.raw_arguments  # what the model wrote, unusable
+    return entry
 
 
 def event_agent_completed(

@@ -48,6 +48,7 @@ from agent_lab.application.events import (
     EventSource,
 )
 from agent_lab.application.ports import ChatClient, Clock
+from agent_lab.application.tool_arguments import unreadable_arguments
 from agent_lab.application.tools import ToolExecutionContext, ToolRegistry
 from agent_lab.domain.errors import AgentLabError
 from agent_lab.domain.events import ToolCallEvent
@@ -233,7 +234,9 @@ class EventAgent:
                 resolved_by="resolver" if resolver is not None else "empty",
                 resolver=resolver,
             )
-        call, arguments, problem = await self._generate_arguments(request, event)
+        call, generated, problem = await self._generate_arguments(request, event)
+        written = generated if isinstance(generated, str) else None
+        arguments = generated if isinstance(generated, dict) else {}
         if problem is not None:
             failures.append(ArgumentFailure(event.id, event.name, "generation", problem))
         argument_call = ArgumentCall(
@@ -243,7 +246,7 @@ class EventAgent:
             call=call,
         )
         return _Resolution(
-            _with_arguments(event, arguments),
+            _with_arguments(event, arguments, written),
             argument_call,
             tuple(failures),
             resolved_by="argument_fallback" if argument_call.fallback else "argument_generation",
@@ -252,15 +255,16 @@ class EventAgent:
 
     async def _generate_arguments(
         self, request: EventAgentRequest, event: ToolCallEvent
-    ) -> tuple[ModelCall, dict[str, Any], str | None]:
-        """One forced call; the arguments, and the cause when the call failed."""
+    ) -> tuple[ModelCall, dict[str, Any] | str, str | None]:
+        """One forced call; the arguments (the model's text when it is not a JSON
+        object: broken JSON, a list), and the cause when the call failed."""
         params = _event_model_params(request)
         call = ModelCall(model=params.model)
         messages = [ChatMessage(role="system", content=request.params.system_prompt)]
         messages += request.history
         tools = [self.registry.tool_schema(event.name)]
         choice = {"type": "function", "function": {"name": event.name}}
-        arguments: dict[str, Any] | None = None
+        arguments: dict[str, Any] | str | None = None
         problem: str | None = None
         first_of_client = CLIENT_CALLS.first_use(self.client)
         started = self.clock()
@@ -276,7 +280,9 @@ class EventAgent:
                     if item.usage is not None and request.on_usage is not None:
                         await request.on_usage(item.usage)
                 elif item.kind == "provider_tool_call" and item.event is not None:
-                    arguments = dict(item.event.arguments)
+                    generated = item.event
+                    unreadable = unreadable_arguments(generated) is not None
+                    arguments = generated.raw_arguments if unreadable else dict(generated.arguments)
         except AgentLabError as exc:
             problem = _cause(exc)
             call.failed = True
@@ -346,12 +352,16 @@ def _event_model_params(request: EventAgentRequest) -> AgentParams:
     )
 
 
-def _with_arguments(event: ToolCallEvent, arguments: dict[str, Any]) -> ToolCallEvent:
+def _with_arguments(
+    event: ToolCallEvent, arguments: dict[str, Any], written: str | None = None
+) -> ToolCallEvent:
+    """The event with its resolved arguments; ``written``: the model's argument text,
+    when it was not a JSON object (the registry then says why it cannot run)."""
     return ToolCallEvent(
         id=event.id,
         name=event.name,
         arguments=arguments,
-        raw_arguments=json.dumps(arguments, ensure_ascii=False),
+        raw_arguments=written if written is not None else json.dumps(arguments, ensure_ascii=False),
     )
 
 

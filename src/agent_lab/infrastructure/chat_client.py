@@ -312,6 +312,8 @@ class OpenAICompatibleChatClient:
                         timing.first_chunk_ms = _ms(loop.time() - sent)
                     for item in items:
                         yield item
+                    if stream.done:
+                        break  # a connection held open after [DONE] is not waited for
         for item in stream.finish():
             yield item
 

@@ -111,8 +111,15 @@ class ChunkStream:
             items.append(StreamItem.usage_item(token_usage(self._usage)))
         return items
 
+    @property
+    def done(self) -> bool:
+        """``[DONE]`` arrived: the answer is over, whatever the body still holds."""
+        return self._done
+
     def _event(self, event: SseEvent, items: list[StreamItem]) -> None:
         data = event.data
+        if self._done:
+            return  # after the end marker: a proxy's or server's trailer, not the answer
         if data.startswith(_DONE):
             self._done = True
             return

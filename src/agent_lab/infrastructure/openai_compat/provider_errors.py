@@ -28,6 +28,11 @@ from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask
 _NO_SECRETS = SecretMask(())
 
 _MAX_MESSAGE = 2000
+_BROKEN_OFF: dict[type[Exception], str] = {
+    httpx.ReadError: "the connection was reset or closed mid-answer",
+    httpx.RemoteProtocolError: "the connection was closed mid-answer",
+}
+"""What an httpx error without a message of its own means, read mid-answer."""
 _LIBRARY_ERRORS = (openai.OpenAIError, httpx.HTTPError, httpx.InvalidURL, httpx.StreamError)
 
 
@@ -46,8 +51,9 @@ def map_provider_errors(
     Raises:
         ProviderHTTPError: An HTTP error status, with the provider's own message.
         ProviderTimeout: No answer, or a stalled stream, within ``timeout``.
-        ProviderConnectionError: The endpoint could not be reached or dropped the connection.
-        ProviderProtocolError: The server closed the stream mid-message.
+        ProviderConnectionError: The endpoint could not be reached (before any answer).
+        ProviderProtocolError: The connection was reset or closed once the answer had
+            begun (the stream broke off).
         ProviderError: Any other failure inside the SDK.
     """
     try:
@@ -68,12 +74,11 @@ def _translate(
     if isinstance(exc, openai.APIConnectionError):
         reason = mask.text(str(exc.__cause__ or exc))
         return ProviderConnectionError(f"cannot reach the provider at {url}: {reason}")
-    if isinstance(exc, httpx.RemoteProtocolError):
-        reason = mask.text(str(exc))
-        return ProviderProtocolError(f"the provider at {url} broke off the stream: {reason}")
     if isinstance(exc, httpx.HTTPError):
-        reason = mask.text(str(exc))
-        return ProviderConnectionError(f"the connection to {url} failed: {reason}")
+        # The SDK turns what fails before the answer into ``APIConnectionError``; an
+        # httpx error of its own comes from reading the body: the answer had begun.
+        reason = mask.text(str(exc)) or _BROKEN_OFF.get(type(exc), "the connection failed")
+        return ProviderProtocolError(f"the provider at {url} broke off the stream: {reason}")
     return ProviderError(f"the request to {url} failed: {mask.text(str(exc))}")
 
 

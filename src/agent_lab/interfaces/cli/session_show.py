@@ -115,12 +115,16 @@ def print_turns(
 
 
 def written_arguments(audits: Sequence[Row]) -> dict[CallKey, str]:
-    """The raw arguments text of each provider tool call (``chat_event_detected``);
-    ``dual_agent`` events carry none (the event agent resolves their arguments)."""
+    """The raw arguments text of each provider tool call (``chat_event_detected``), and
+    of each ``dual_agent`` event whose forced argument call wrote no JSON object (its
+    ``event_agent_response`` resolution keeps the text)."""
     found: dict[CallKey, str] = {}
     for audit in audits:
         details = audit.get("details") or {}
         event = details.get("event") or {}
+        if audit.get("event") == "event_agent_response":
+            found.update(_written_by_argument_calls(audit))
+            continue
         if audit.get("event") != "chat_event_detected" or "raw_arguments" not in event:
             continue
         if details.get("source") != "provider_tool_call":
@@ -130,6 +134,13 @@ def written_arguments(audits: Sequence[Row]) -> dict[CallKey, str]:
             event["raw_arguments"]
         )
     return found
+
+
+def _written_by_argument_calls(audit: Row) -> dict[CallKey, str]:
+    details, turn = audit.get("details") or {}, int(audit.get("turn_index") or 0)
+    round_index = int(str(details.get("scope") or "").rpartition(":round-")[2] or 0)
+    entries = [e for e in details.get("resolutions") or [] if "raw_arguments" in e]
+    return {(turn, round_index, str(e["event_id"])): str(e["raw_arguments"]) for e in entries}
 
 
 def recovered_calls(records: Sequence[Row]) -> dict[tuple[int, int, str], Row]:
