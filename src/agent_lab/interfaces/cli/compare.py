@@ -16,6 +16,14 @@ from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
 from agent_lab.application.pricing import CostBreakdown, PriceTable, cost_breakdown
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.domain.errors import ConfigError
+from agent_lab.interfaces.cli.common import (
+    EXIT_OK,
+    LabOptions,
+    fast_from_env,
+    print_error,
+    run_failure,
+    scratch_registry,
+)
 from agent_lab.interfaces.cli.compare_stats import (
     COST_METRIC,
     SESSION_METRICS,
@@ -25,14 +33,6 @@ from agent_lab.interfaces.cli.compare_stats import (
     MetricStats,
     TokenTotal,
     percentile,
-)
-from agent_lab.interfaces.cli.common import (
-    EXIT_OK,
-    LabOptions,
-    fast_from_env,
-    print_error,
-    run_failure,
-    scratch_registry,
 )
 from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd, TurnHooks, drive_turns
 from agent_lab.interfaces.settings import LabSettings
