@@ -125,7 +125,7 @@ def _assert_every_view_agrees(
 
     shown = _cli(home, "sessions", "show", session_id, "--db", str(database))
     row = _turns_row(shown, 1)
-    assert (row["TTFT ms"], row["model calls"]) == (str(metric["ttft_ms"]), "1")
+    assert (row["provider TTFT ms"], row["model calls"]) == (str(metric["ttft_ms"]), "1")
     [line] = [line for line in shown.splitlines() if "chat call chat:1:1" in line]
     assert f"TTFT {timings.provider_first_chunk_ms:.0f} ms" in line
 

@@ -8,8 +8,6 @@ from the same tool state and the user's own notes, calendar and volume are untou
 from __future__ import annotations
 
 import asyncio
-import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,6 +24,16 @@ from agent_lab.interfaces.cli.common import (
     run_failure,
     scratch_registry,
 )
+from agent_lab.interfaces.cli.compare_stats import (
+    COST_METRIC,
+    SESSION_METRICS,
+    TOKEN_METRICS,
+    TURN_METRICS,
+    WARM_METRICS,
+    MetricStats,
+    TokenTotal,
+    percentile,
+)
 from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd, TurnHooks, drive_turns
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.scenarios import Scenario, load_scenario
@@ -41,6 +49,7 @@ __all__ = [
     "MetricStats",
     "SessionRun",
     "TurnSample",
+    "cold_left_out",
     "exit_code",
     "report_failures",
     "load_for_run",
@@ -277,76 +286,71 @@ def _turn_cost(costs: CostBreakdown | None, turn_index: int) -> float | None:
 
 # ------------------------------------------------------------------- statistics
 
-COST_METRIC = "cost / turn (USD)"
-TURN_METRICS: tuple[tuple[str, str], ...] = (
-    ("visible TTFT (ms)", "visible_ttft_ms"),
-    ("provider TTFT (ms)", "provider_ttft_ms"),
-    ("turn wall time (ms)", "wall_time_ms"),
-    (COST_METRIC, "cost_usd"),
-)
-"""Per-turn latencies and cost: label and ``TurnSample`` field."""
-
-WARM_METRICS: tuple[tuple[str, str], ...] = (
-    ("visible TTFT, cold left out (ms)", "visible_ttft_ms"),
-    ("provider TTFT, cold left out (ms)", "provider_ttft_ms"),
-)
-"""The latencies again, without the turns flagged ``cold``."""
-
-SESSION_METRICS: tuple[tuple[str, str], ...] = (
-    ("tokens / session", "total_tokens"),
-    ("cached tokens / session", "cached_tokens"),
-    ("model calls / session", "model_calls"),
-    ("fallbacks / session", "fallback_count"),
-    ("tools / session", "tool_count"),
-)
-"""Per-session counts: label and ``usage_summary()["session"]`` key."""
-
-
-@dataclass(frozen=True)
-class MetricStats:
-    """Median and 90th percentile of one metric's samples."""
-
-    median: float | None
-    p90: float | None
-    count: int
-    unknown: int = 0
-    """Samples that had no value (an unpriced cost, a turn without text)."""
-
-    @classmethod
-    def of(cls, values: Iterable[float | int | None]) -> MetricStats:
-        """Statistics over the values that are not ``None``."""
-        given = list(values)
-        present = sorted(float(value) for value in given if value is not None)
-        unknown = len(given) - len(present)
-        if not present:
-            return cls(None, None, 0, unknown)
-        return cls(statistics.median(present), percentile(present, 90), len(present), unknown)
-
-
-def percentile(sorted_values: Sequence[float], rank: float) -> float:
-    """The nearest-rank percentile of already sorted values (``rank`` in 0..100)."""
-    if not sorted_values:
-        raise ValueError("no values")
-    index = max(0, math.ceil(rank / 100 * len(sorted_values)) - 1)
-    return sorted_values[min(index, len(sorted_values) - 1)]
-
 
 def summarize_runs(
     runs: Sequence[SessionRun], modes: Sequence[ToolInvocationMode]
 ) -> dict[ToolInvocationMode, dict[str, MetricStats]]:
-    """Per mode, the median and p90 of every turn and session metric."""
+    """Per mode, the median and p90 of every turn and session metric.
+
+    The "cold left out" rows leave out the same scenario turns in every mode (see
+    ``cold_left_out``), so their columns compare the same user turns.
+    """
+    left_out = set(cold_left_out(runs, modes))
     result: dict[ToolInvocationMode, dict[str, MetricStats]] = {}
     for mode in modes:
-        mine = [run for run in runs if run.mode == mode]
+        mine = _runs_of(runs, mode)
         turns = [turn for run in mine for turn in run.turns]
         stats = {
-            label: MetricStats.of(getattr(turn, name) for turn in turns)
+            label: _turn_stats(label, (getattr(turn, name) for turn in turns))
             for label, name in TURN_METRICS
         }
-        warm = [turn for turn in turns if not turn.cold]
+        warm = [
+            turn
+            for repetition, run in enumerate(mine, start=1)
+            for turn in run.turns
+            if (repetition, turn.turn_index) not in left_out
+        ]
         for label, name in WARM_METRICS:
             stats[label] = MetricStats.of(getattr(turn, name) for turn in warm)
         for label, key in SESSION_METRICS:
-            stats[label] = MetricStats.of(run.totals.get(key) for run in mine)
+            stats[label] = _session_stats(label, key, mine)
         result[mode] = stats
     return result
+
+
+def cold_left_out(
+    runs: Sequence[SessionRun], modes: Sequence[ToolInvocationMode]
+) -> list[tuple[int, int]]:
+    """The ``(repetition, turn index)`` pairs the "cold left out" rows leave out, in
+    every mode: each scenario turn that was cold in any mode. A mode's N-th session is
+    its repetition N (the campaign's ``#N`` tag)."""
+    pairs = {
+        (repetition, turn.turn_index)
+        for mode in modes
+        for repetition, run in enumerate(_runs_of(runs, mode), start=1)
+        for turn in run.turns
+        if turn.cold
+    }
+    return sorted(pairs)
+
+
+def _runs_of(runs: Sequence[SessionRun], mode: ToolInvocationMode) -> list[SessionRun]:
+    return [run for run in runs if run.mode == mode]
+
+
+def _turn_stats(label: str, values: Iterable[float | int | None]) -> MetricStats:
+    # The table says "unknown" for a cost with an unpriced turn; so does the JSON.
+    return MetricStats.whole(values) if label == COST_METRIC else MetricStats.of(values)
+
+
+def _session_stats(label: str, key: str, runs: Sequence[SessionRun]) -> MetricStats:
+    if label not in TOKEN_METRICS:
+        return MetricStats.of(run.totals.get(key) for run in runs)
+    return MetricStats.at_least(
+        TokenTotal(
+            tokens=int(run.totals.get(key) or 0),
+            unreported_calls=int(run.totals.get("unreported_usage_calls") or 0),
+            model_calls=int(run.totals.get("model_calls") or 0),
+        )
+        for run in runs
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -22,6 +21,7 @@ from agent_lab.interfaces.cli.common import (
 )
 from agent_lab.interfaces.cli.compare import (
     SessionRun,
+    cold_left_out,
     exit_code,
     load_for_run,
     report_failures,
@@ -31,6 +31,7 @@ from agent_lab.interfaces.cli.compare import (
 from agent_lab.interfaces.cli.compare_report import (
     CompareResult,
     ReportFiles,
+    left_out_note,
     stats_rows,
     write_report,
 )
@@ -143,6 +144,8 @@ async def _compare(
     else:
         rows = stats_rows(result)
         console.print(metric_table(f"{scenario.name}: median / p90", scenario.modes, rows))
+        if note := left_out_note(result):
+            console.print(note, markup=False, highlight=False)
         console.print(f"report: {files.markdown}\n        {files.html}")
     report_failures(runs)
     return exit_code(runs)
@@ -156,9 +159,13 @@ def result_document(result: CompareResult, files: ReportFiles) -> dict[str, Any]
         "repeat": result.repeat,
         "modes": list(result.modes),
         "stats": {
-            mode: {label: asdict(stats) for label, stats in result.stats[mode].items()}
+            mode: {label: stats.as_json(label) for label, stats in result.stats[mode].items()}
             for mode in result.modes
         },
+        "cold_left_out": [
+            {"repetition": repetition, "turn_index": turn}
+            for repetition, turn in cold_left_out(result.runs, result.modes)
+        ],
         "sessions": [
             {
                 "mode": run.mode,

@@ -27,13 +27,14 @@ from agent_lab.interfaces.cli.compare import (
     WARM_METRICS,
     MetricStats,
     SessionRun,
+    cold_left_out,
 )
 from agent_lab.scenarios import Scenario
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["CompareResult", "ReportFiles", "stats_rows", "write_report"]
+__all__ = ["CompareResult", "ReportFiles", "left_out_note", "stats_rows", "write_report"]
 
 _COLORS = {"dual_agent": "#1f77b4", "chat_agent_tools": "#ff7f0e"}
 
@@ -81,9 +82,24 @@ def _cell(stats: MetricStats, label: str = "") -> str:
         if stats.unknown or stats.median is None or stats.p90 is None:
             return "unknown"  # never $0 for a model without a price
         return f"{_usd(stats.median)} / {_usd(stats.p90)}"
+    if stats.unreported_calls and (stats.median is None or stats.p90 is None):
+        return "not reported"
     if stats.median is None or stats.p90 is None:
         return "–"
+    if stats.lower_bound:  # sessions with calls whose provider sent no usage
+        calls = stats.unreported_calls
+        note = f"{calls} call{'' if calls == 1 else 's'} not reported"
+        return f"≥ {_number(stats.median)} / ≥ {_number(stats.p90)} ({note})"
     return f"{_number(stats.median)} / {_number(stats.p90)}"
+
+
+def left_out_note(result: CompareResult) -> str | None:
+    """Which scenario turns the "cold left out" rows leave out (in every mode)."""
+    pairs = cold_left_out(result.runs, result.modes)
+    if not pairs:
+        return None
+    turns = ", ".join(f"turn {turn} of repetition #{repetition}" for repetition, turn in pairs)
+    return f'The "cold left out" rows leave out {turns}, in every mode.'
 
 
 def _usd(value: float) -> str:
@@ -145,6 +161,8 @@ def _markdown(result: CompareResult, plot_name: str) -> str:
         "|---|" + "---:|" * len(modes),
     ]
     lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in stats_rows(result)]
+    note = left_out_note(result)
+    lines += ["", note] if note else []
     lines += ["", f"![latency per mode]({plot_name})", "", "## Sessions", ""]
     lines += [f"- `{run.session_id}` {run.mode}" + _errors_note(run) for run in result.runs]
     return "\n".join(lines) + "\n"
@@ -178,6 +196,7 @@ def _html(result: CompareResult, svg: str) -> str:
         turns=len(result.scenario.turns),
         header=header,
         body=body,
+        note=f"<p>{esc(note)}</p>" if (note := left_out_note(result)) else "",
         plot=_inline_svg(svg),
         sessions=sessions,
     )
@@ -204,6 +223,7 @@ figure {{ margin: 1.5rem 0; }} svg {{ max-width: 100%; height: auto; }}
 <p>Started {started} · {endpoint} · {repeat} repetition(s) · {turns} user turn(s)</p>
 <p>Median / p90 per mode (latencies per turn, counts per session).</p>
 <table><thead><tr><th>metric</th>{header}</tr></thead><tbody>{body}</tbody></table>
+{note}
 <figure>{plot}<figcaption>Latency per mode</figcaption></figure>
 <h2>Sessions</h2><ul>{sessions}</ul>
 </body></html>

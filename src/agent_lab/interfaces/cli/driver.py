@@ -221,7 +221,12 @@ class _TurnWatch:
             cancelled = message.get("failure_reason") == "cancelled"
             status: TurnStatus = "cancelled" if cancelled else "failed"
             return TurnEnd(
-                self.turn_index, status, error=message, session_over=not started, tokens=self.tokens
+                self.turn_index,
+                status,
+                visible_ttft_ms=self.ttft_ms,  # text shown before the failure counts
+                error=message,
+                session_over=not started,
+                tokens=self.tokens,
             )
         elif message["type"] == "done":
             return TurnEnd(self.turn_index, self.status, session_over=True, tokens=self.tokens)

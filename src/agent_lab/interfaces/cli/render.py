@@ -272,7 +272,7 @@ def turn_metrics_table(summary: Mapping[str, Any]) -> Table:
     """Per-turn metrics from ``usage_summary`` (with provider TTFT of the first call)."""
     first_ttft = _first_chat_ttft(summary.get("calls") or [])
     table = Table(title="turns", title_justify="left")
-    columns = ("turn", "status", "rounds", "TTFT ms", "wall ms", "model calls")
+    columns = ("turn", "status", "rounds", "provider TTFT ms", "wall ms", "model calls")
     for column in (*columns, "fallbacks", "tools", "tokens (cached)"):
         table.add_column(column, justify="right" if column not in ("status",) else "left")
     for turn in summary.get("turns") or []:

@@ -304,7 +304,7 @@ def _call_line(call: Row) -> str:
     tokens = f"{usage['total_tokens']} tok" if usage else "tokens not reported"
     ttft = (call.get("timings") or {}).get("provider_first_chunk_ms")
     cold = " · cold" if call.get("cold") else ""
-    first = f" · TTFT {ttft:.0f} ms" if isinstance(ttft, int | float) else ""
+    first = f" · provider TTFT {ttft:.0f} ms" if isinstance(ttft, int | float) else ""
     cost = call.get("cost") or {}
     price = usd(cost.get("amount_usd"))
     if cost.get("amount_usd") is None and cost.get("unknown_reason"):
