@@ -123,13 +123,17 @@ class ChunkStream:
         if data.startswith(_DONE):
             self._done = True
             return
+        if event.event == "error":
+            raise ProviderProtocolError(
+                f"the provider reported an error: {_error_event_text(data, self._mask)}"
+            )
         if not data.strip():
             return  # an empty event, sent by some proxies to keep the connection alive
         mask = self._mask
         chunk = _load(data, mask)
         if mask is not None:
             chunk, data = mask.chunk(chunk, data)
-        if event.event == "error" or chunk.get("error") or chunk.get("object") == "error":
+        if chunk.get("error") or chunk.get("object") == "error":
             raise ProviderProtocolError(f"the provider reported an error: {_error_text(chunk)}")
         items.append(StreamItem.raw_response_chunk(chunk, data))
         choices = chunk.get("choices")
@@ -219,6 +223,23 @@ def _preview(data: bytes, mask: SecretMask | None) -> str:
         data = mask.data(data)
     text = data[:_PREVIEW].decode("utf-8", "replace")
     return text + ("…" if len(data) > _PREVIEW else "")
+
+
+def _error_event_text(data: bytes, mask: SecretMask | None) -> str:
+    """The message of an ``error`` event (``event: error`` or llama.cpp's ``error:``
+    field): a JSON object's message, else the text itself, secrets masked."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        value = None
+    if mask is not None:
+        value = mask.value(value)
+    if isinstance(value, dict):
+        return _error_text(value)
+    if isinstance(value, str) and value:
+        return value
+    text = _preview(data.strip(), mask)
+    return text or "no message"
 
 
 def _error_text(chunk: dict[str, Any]) -> str:
