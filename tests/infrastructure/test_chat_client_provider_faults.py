@@ -3,7 +3,10 @@ answer, and a rate limit whose ``Retry-After`` the deadlines cannot wait out."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
+import struct
 
 import pytest
 
@@ -112,4 +115,84 @@ async def test_a_turn_ended_by_an_error_field_fails_as_a_provider_protocol_error
     assert CONTEXT_FULL in error["message"]
 
 
-_ = TRANSPORTS
+# --- a reset after the finished answer ---------------------------------------------------
+
+_USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+_FINISHED_ANSWER = (
+    _data("Complete answer."),
+    b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+    f"data: {json.dumps({'choices': [], 'usage': _USAGE})}\n\n".encode(),
+)
+
+
+class _ResetAfter:
+    """Streams ``chunks`` then resets the TCP connection (``SO_LINGER`` 0: an RST) instead
+    of ending the body; ``chunked`` frames the body, else it runs until the close."""
+
+    def __init__(self, chunks: tuple[bytes, ...], *, chunked: bool) -> None:
+        self._chunks = chunks
+        self._chunked = chunked
+
+    async def __aenter__(self) -> str:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            (
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            ),
+            0,
+        )
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+        framing = b"transfer-encoding: chunked" if self._chunked else b"connection: close"
+        writer.write(framing + b"\r\n\r\n")
+        for data in self._chunks:
+            writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n" if self._chunked else data)
+            await writer.drain()
+        await asyncio.sleep(0.2)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "until-close"])
+async def test_a_reset_after_the_finished_answer_does_not_fail_the_call(
+    transport: Transport, chunked: bool, collect: Collect
+) -> None:
+    """``finish_reason`` and usage arrived, then an RST instead of ``[DONE]``: the answer
+    is whole, so the call ends as finished, with its text and usage, on both transports."""
+    async with (
+        _ResetAfter(_FINISHED_ANSWER, chunked=chunked) as url,
+        _client(url, transport, max_retries=0) as chat,
+    ):
+        items = await collect(chat)
+    assert "".join(i.content for i in items if i.kind == "message_delta") == "Complete answer."
+    usage = [item.usage for item in items if item.kind == "usage"]
+    assert usage and usage[0] is not None and usage[0].total_tokens == 18
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_reset_before_finish_reason_still_fails_the_call(
+    transport: Transport, collect: Collect
+) -> None:
+    """The same reset one chunk earlier (no ``finish_reason`` yet) is a broken stream."""
+    async with (
+        _ResetAfter(_FINISHED_ANSWER[:1], chunked=True) as url,
+        _client(url, transport, max_retries=0) as chat,
+    ):
+        with pytest.raises(ProviderProtocolError) as info:
+            await collect(chat)
+    assert info.value.failure_reason == "provider_error:protocol"

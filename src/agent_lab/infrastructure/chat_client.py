@@ -302,6 +302,10 @@ class OpenAICompatibleChatClient:
                             data = await chunks.__anext__()
                     except StopAsyncIteration:
                         break
+                    except httpx.TransportError:
+                        if stream.finished:
+                            break  # reset after the finished answer, before [DONE]: no loss
+                        raise
                     except TimeoutError:
                         elapsed = loop.time() - started
                         raise self._expired(deadline, total_deadline, elapsed) from None

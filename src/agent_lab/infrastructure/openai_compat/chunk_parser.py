@@ -112,6 +112,11 @@ class ChunkStream:
         return items
 
     @property
+    def finished(self) -> bool:
+        """A ``finish_reason`` arrived: the answer is complete, even if ``[DONE]`` never does."""
+        return self._finished
+
+    @property
     def done(self) -> bool:
         """``[DONE]`` arrived: the answer is over, whatever the body still holds."""
         return self._done
