@@ -34,7 +34,9 @@ def _error_field(message: str, code: int = 400) -> bytes:
     return f"error: {json.dumps(value)}\n\n".encode()
 
 
-def _client(url: str, transport: Transport = "aiohttp", **options: object) -> OpenAICompatibleChatClient:
+def _client(
+    url: str, transport: Transport = "aiohttp", **options: object
+) -> OpenAICompatibleChatClient:
     return OpenAICompatibleChatClient(url, KEY, transport=transport, **options)  # type: ignore[arg-type]
 
 

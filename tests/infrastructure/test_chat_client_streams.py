@@ -12,6 +12,7 @@ from agent_lab.application.contracts import AgentParams
 from agent_lab.domain.errors import ProviderProtocolError
 from agent_lab.domain.messages import ChatMessage, StreamItem, TokenUsage
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
+from agent_lab.infrastructure.openai_transport import Transport
 from agent_lab.testing.sse_server import Pause, ScriptedResponse, SSETranscriptServer
 
 Transcript = Callable[[str, str], ScriptedResponse]
@@ -470,7 +471,7 @@ def _answered(text: str) -> list[dict[str, Any]]:
 @pytest.mark.asyncio
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 async def test_done_ends_the_answer_though_the_server_keeps_the_connection_open(
-    collect: Collect, transport: str
+    collect: Collect, transport: Transport
 ) -> None:
     """A gateway that holds the connection open after ``[DONE]``: the answer is over
     then, not when the idle deadline (5 s here) runs out."""

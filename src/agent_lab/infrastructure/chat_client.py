@@ -40,6 +40,7 @@ from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
 from agent_lab.infrastructure.openai_compat.client_options import endpoint_of
 from agent_lab.infrastructure.openai_compat.log_redaction import install_url_redaction
 from agent_lab.infrastructure.openai_compat.provider_errors import map_provider_errors
+from agent_lab.infrastructure.openai_compat.reasoning_memory import ReasoningMemory
 from agent_lab.infrastructure.openai_compat.request_body import ChatRequest, build_chat_request
 from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask, redact_url
 from agent_lab.infrastructure.openai_compat.stream_body import event_stream_chunks
@@ -135,6 +136,7 @@ class OpenAICompatibleChatClient:
         self._owns_http_client = http_client is None
         self._transport = check_transport(transport)
         self._closed = False
+        self._reasoning = ReasoningMemory()
         attempt = min(self._idle, self._total) + _SLACK
         self._sdk_options: dict[str, Any] = {
             "api_key": api_key or _UNUSED_KEY,
@@ -262,7 +264,7 @@ class OpenAICompatibleChatClient:
         validate_tool_transcript(messages)
         if self._closed:
             raise UsageError("the chat client is closed")
-        request = build_chat_request(messages, tools, params, tool_choice)
+        request = build_chat_request(messages, tools, params, tool_choice, self._reasoning.recall)
         loop = asyncio.get_running_loop()
         started = loop.time()
         if self._create is None:
@@ -315,10 +317,12 @@ class OpenAICompatibleChatClient:
                     if items and timing.first_chunk_ms is None:
                         timing.first_chunk_ms = _ms(loop.time() - sent)
                     for item in items:
+                        self._reasoning.keep(item, stream.reasoning)
                         yield item
                     if stream.done:
                         break  # a connection held open after [DONE] is not waited for
         for item in stream.finish():
+            self._reasoning.keep(item, stream.reasoning)
             yield item
 
     def _expired(self, deadline: float, total: float, elapsed: float) -> ProviderDeadlineExceeded:

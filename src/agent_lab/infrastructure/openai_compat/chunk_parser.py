@@ -43,6 +43,7 @@ class ChunkStream:
         "_done",
         "_finished",
         "_mask",
+        "_reasoning",
         "_text",
         "_usage",
         "progress",
@@ -75,6 +76,7 @@ class ChunkStream:
         self._usage: dict[str, Any] | None = None
         self._finished = False
         self._done = False
+        self._reasoning: list[str] | None = None
 
     def feed(self, data: bytes) -> list[StreamItem]:
         """Parses the next read of the response body.
@@ -110,6 +112,11 @@ class ChunkStream:
         if self._usage is not None:
             items.append(StreamItem.usage_item(token_usage(self._usage)))
         return items
+
+    @property
+    def reasoning(self) -> str | None:
+        """The ``reasoning_content`` streamed so far; ``None`` when no delta had the field."""
+        return None if self._reasoning is None else "".join(self._reasoning)
 
     @property
     def finished(self) -> bool:
@@ -156,6 +163,8 @@ class ChunkStream:
         if delta and isinstance(delta, dict):
             if _CONTENT_KEYS.intersection(delta):
                 self.progress += 1
+            if "reasoning_content" in delta:
+                self._reasoning_delta(delta["reasoning_content"])
             content = delta.get("content")
             if content and isinstance(content, str):
                 self._content(content, items)
@@ -171,6 +180,12 @@ class ChunkStream:
             self.progress += 1
             self._finished = True
             self._complete(items)
+
+    def _reasoning_delta(self, part: object) -> None:
+        if self._reasoning is None:
+            self._reasoning = []
+        if part and isinstance(part, str):
+            self._reasoning.append(part)
 
     def _content(self, content: str, items: list[StreamItem]) -> None:
         if self._text is None:
