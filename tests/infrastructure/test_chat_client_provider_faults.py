@@ -12,7 +12,7 @@ import pytest
 
 from agent_lab.application.contracts import AgentParams, DebugRunRequest
 from agent_lab.application.runtime import DebugRuntime
-from agent_lab.domain.errors import ProviderProtocolError
+from agent_lab.domain.errors import ProviderHTTPError, ProviderProtocolError
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
 from agent_lab.infrastructure.openai_transport import TRANSPORTS, Transport
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
@@ -198,3 +198,51 @@ async def test_a_reset_before_finish_reason_still_fails_the_call(
         with pytest.raises(ProviderProtocolError) as info:
             await collect(chat)
     assert info.value.failure_reason == "provider_error:protocol"
+
+
+# --- a rate limit whose Retry-After the deadline cannot wait out --------------------------
+
+_RATE_LIMITED = {"error": {"message": "Rate limit reached", "type": "requests"}}
+
+
+def _limited(seconds: str) -> ScriptedResponse:
+    return ScriptedResponse.error(429, _RATE_LIMITED, headers={"Retry-After": seconds})
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "deadlines",
+    [{"timeout": 2.0}, {"timeout": 60.0, "total_timeout": 2.0}],
+    ids=["idle", "total"],
+)
+async def test_a_429_asking_for_a_wait_past_the_deadline_is_reported_as_the_429(
+    deadlines: dict[str, float],
+) -> None:
+    """``Retry-After: 30`` with 2 s left: the SDK does not wait (it would only end in a
+    timeout); the call fails at once with the provider's 429 and its message."""
+    async with (
+        SSETranscriptServer(*[_limited("30")] * 3) as server,
+        _client(server.base_url, max_retries=2, **deadlines) as chat,
+    ):
+        stream = chat.stream_chat([], [], AgentParams(model="m"))
+        with pytest.raises(ProviderHTTPError) as info:
+            _ = [item async for item in stream]
+        assert server.request_count == 1
+    assert info.value.status == 429
+    assert str(info.value) == "provider returned HTTP 429: Rate limit reached"
+    assert info.value.failure_reason == "provider_error:http_429"
+    assert stream.timing.attempts == 1
+
+
+@pytest.mark.asyncio
+async def test_a_429_whose_retry_after_fits_is_still_waited_out(collect: Collect) -> None:
+    answer = ScriptedResponse.sse(
+        {"choices": [{"index": 0, "delta": {"content": "After retry."}, "finish_reason": "stop"}]}
+    )
+    async with (
+        SSETranscriptServer(_limited("1"), answer) as server,
+        _client(server.base_url, max_retries=2, timeout=10.0) as chat,
+    ):
+        items = await collect(chat)
+        assert server.request_count == 2
+    assert [item.content for item in items if item.kind == "message_delta"] == ["After retry."]

@@ -28,12 +28,7 @@ import openai.resources.chat.completions  # noqa: F401
 
 from agent_lab.application.contracts import AgentParams
 from agent_lab.domain.call_timing import CallTiming
-from agent_lab.domain.errors import (
-    ConfigError,
-    DeadlineKind,
-    ProviderDeadlineExceeded,
-    UsageError,
-)
+from agent_lab.domain.errors import ConfigError, DeadlineKind, ProviderDeadlineExceeded, UsageError
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream, report_at_end
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
@@ -42,6 +37,10 @@ from agent_lab.infrastructure.openai_compat.log_redaction import install_url_red
 from agent_lab.infrastructure.openai_compat.provider_errors import map_provider_errors
 from agent_lab.infrastructure.openai_compat.reasoning_memory import ReasoningMemory
 from agent_lab.infrastructure.openai_compat.request_body import ChatRequest, build_chat_request
+from agent_lab.infrastructure.openai_compat.retry_deadline import (
+    DeadlineAwareOpenAI,
+    retry_deadline,
+)
 from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask, redact_url
 from agent_lab.infrastructure.openai_compat.stream_body import event_stream_chunks
 from agent_lab.infrastructure.openai_compat.transcript_validation import validate_tool_transcript
@@ -288,9 +287,9 @@ class OpenAICompatibleChatClient:
                 deadline = min(started + idle, total_deadline)
                 try:
                     async with asyncio.timeout_at(deadline):
-                        response = await stack.enter_async_context(
-                            self._open(request, params.model)
-                        )
+                        with retry_deadline(deadline):  # no Retry-After wait past it
+                            opening = self._open(request, params.model)
+                            response = await stack.enter_async_context(opening)
                         chunks = await event_stream_chunks(response, self._mask)
                 except TimeoutError:
                     raise self._expired(deadline, total_deadline, loop.time() - started) from None
@@ -336,7 +335,7 @@ class OpenAICompatibleChatClient:
             options = dict(self._sdk_options)
             if options["http_client"] is None:  # ours, closed with the SDK client
                 options["http_client"] = new_http_client(self._transport, options["timeout"])
-            sdk = openai.AsyncOpenAI(**options)
+            sdk = DeadlineAwareOpenAI(**options)
             create = sdk.chat.completions.with_streaming_response.create
             sdk.platform_headers()  # cached by the SDK; reads OS files on first use
             self._sdk, self._create = sdk, create
