@@ -222,7 +222,7 @@ async def test_a_429_asking_for_a_wait_past_the_deadline_is_reported_as_the_429(
     timeout); the call fails at once with the provider's 429 and its message."""
     async with (
         SSETranscriptServer(*[_limited("30")] * 3) as server,
-        _client(server.base_url, max_retries=2, **deadlines) as chat,
+        _client(server.base_url, "aiohttp", max_retries=2, **deadlines) as chat,
     ):
         stream = chat.stream_chat([], [], AgentParams(model="m"))
         with pytest.raises(ProviderHTTPError) as info:
