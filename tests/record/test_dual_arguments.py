@@ -131,3 +131,70 @@ async def test_a_fallback_call_is_named_as_the_way_arguments_were_resolved(
     [fallback] = [c for c in record.model_calls if c.role == "argument_fallback"]
     assert fallback.metric_key == event.argument_call
     assert fallback.usage is not None and fallback.usage.total_tokens == 57
+
+
+def _forced_answer(*events: dict[str, Any]) -> ScriptedResponse:
+    return ScriptedResponse.sse(
+        *events, {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    )
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("answer_to_forced_call", "cause"),
+    [
+        (  # a provider that ignores tool_choice and answers in words
+            _forced_answer(
+                {"choices": [{"index": 0, "delta": {"content": "Sure! I will note it."}}]}
+            ),
+            "the model answered with text, not a call: 'Sure! I will note it.'",
+        ),
+        (  # ... or calls another function: its arguments are never this tool's
+            _forced_answer(
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {
+                                "tool_calls": [
+                                    {
+                                        "index": 0,
+                                        "id": "call_9",
+                                        "type": "function",
+                                        "function": {
+                                            "name": "handoff_note",
+                                            "arguments": '{"note": "x"}',
+                                        },
+                                    }
+                                ]
+                            },
+                        }
+                    ]
+                }
+            ),
+            "the model called handoff_note instead",
+        ),
+    ],
+)
+async def test_a_forced_call_that_does_not_call_the_tool_fails_the_event_saying_so(
+    sse_server: SSETranscriptServer,
+    tmp_path: Path,
+    answer_to_forced_call: ScriptedResponse,
+    cause: str,
+) -> None:
+    sse_server.add(
+        with_events("Noting it.", "notes_add"), answer_to_forced_call, answer("Not noted.")
+    )
+    ran: list[dict[str, Any]] = []
+    outputs, live, _ = await run_once(
+        sse_server.base_url,
+        tmp_path / "sessions.sqlite3",
+        request("dual_agent", ["notes_add"], "note: buy milk"),
+        notes_tool(ran),
+    )
+
+    assert ran == []  # nothing ran with arguments the model never wrote for it
+    [result] = [o["message"]["content"] for o in outputs if o["type"] == "tool_result"]
+    assert json.loads(result)["error"] == f"argument generation failed: {cause}"
+    failures = _audit(outputs, "event_agent_response")["argument_failures"]
+    assert [f["cause"] for f in failures] == [cause]

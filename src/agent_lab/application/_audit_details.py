@@ -74,6 +74,8 @@ def turn_closing(turn: TurnState, outcome: TurnOutcome) -> Details:
         details["cut_short_answer"] = {"round_index": turn.round_index, "content": content}
     if turn.unfinished_call is not None:
         details["unfinished_call"] = turn.unfinished_call
+    if turn.unfinished_resolutions is not None:
+        details["unfinished_resolutions"] = turn.unfinished_resolutions
     return details
 
 

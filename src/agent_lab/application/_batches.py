@@ -10,6 +10,7 @@ They receive a ``RoundContext``: the round's state and the few services a batch 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,8 +18,11 @@ from typing import Any
 from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._chat_round import ChatRound
+from agent_lab.application._event_agent_audits import open_argument_call
+from agent_lab.application._metrics import argument_metric
 from agent_lab.application._session_state import SessionState, TurnState
 from agent_lab.application._transcript import event_history
+from agent_lab.application.contracts import ToolInvocationMode
 from agent_lab.application.event_agent import (
     ArgumentCall,
     DispatchNotice,
@@ -170,10 +174,13 @@ async def run_dual_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
         round_index=turn.round_index,
         audit=ctx.auditor.emit,
         on_usage=show_usage,
+        resolving=turn.note_resolving,
     )
     ctx.event_agent.ensure_running()
     await ctx.event_agent.requests.put(request)
     done = await _collect_dual_replies(ctx, batch_id, request)
+    if done.outcome.failure is None:
+        turn.resolving = ()  # the outcome reports them (``event_agent_response``)
     if done.outcome.failure is not None:
         raise done.outcome.failure
     summary = done.outcome.results_message
@@ -278,3 +285,42 @@ async def run_direct_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
     )
     transcript = [assistant, *emitter.messages()]
     return BatchRun(result=result, transcript=transcript, persisted=transcript)
+
+
+def close_arguments(turn: TurnState, mode: ToolInvocationMode, *, cancelled: bool) -> None:
+    """The argument calls of a ``dual_agent`` batch the turn ends in the middle of are
+    still calls made: each gets its metric (as it ended; one still open ``cancelled``
+    when the turn was, else ``failed``) and, with the resolutions made so far, goes to
+    the turn's closing audit."""
+    progress, turn.resolving = turn.resolving, ()
+    entries: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
+    for event in progress:
+        if event.entry is not None:
+            entries.append(event.entry)
+            failures.extend(event.failures)
+        if event.call is None:
+            continue
+        call, still_open = event.call, event.entry is None
+        if still_open and call.call.latency_ms is None:
+            call.call.latency_ms = round((time.perf_counter() - call.call.sent_at) * 1000)
+        metric = argument_metric(
+            call.call,
+            fallback=call.fallback,
+            event_id=event.event_id,
+            event_name=event.event_name,
+            turn_index=turn.index,
+            round_index=turn.round_index,
+            mode=mode,
+            status=("cancelled" if cancelled else "failed") if still_open else None,
+        )
+        turn.metrics += (metric,)
+        if still_open:
+            key = metric.metric_key
+            entries.append(open_argument_call(event.event_id, event.event_name, call, key))
+    if progress and entries:
+        turn.unfinished_resolutions = {
+            "scope": progress[0].scope,
+            "resolutions": entries,
+            "argument_failures": failures,
+        }

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agent_lab.application._audit_details import Details, json_value
+from agent_lab.application._audit_details import Details, json_value, model_call
+from agent_lab.application._event_replies import ArgumentCall
 from agent_lab.application.contracts import AgentParams
 from agent_lab.application.events import EventBatchResult
 from agent_lab.domain.events import ToolCallEvent
@@ -84,6 +85,21 @@ def resolution(
     if not event.arguments and event.raw_arguments.strip() not in ("", "{}"):
         entry["raw_arguments"] = event.raw_arguments  # what the model wrote, unusable
     return entry
+
+
+def open_argument_call(
+    event_id: str, event_name: str, call: ArgumentCall, metric_key: str
+) -> Details:
+    """The resolution entry of an event whose forced argument call was still open when
+    the turn ended: no arguments yet, the call's figures so far, marked ``open``."""
+    return {
+        "event_id": event_id,
+        "event_name": event_name,
+        "arguments": {},
+        "resolved_by": "argument_fallback" if call.fallback else "argument_generation",
+        "resolver": None,
+        "call": {**model_call(call.call, metric_key), "open": True},
+    }
 
 
 def event_agent_completed(

@@ -30,6 +30,23 @@ class ArgumentCall:
     call: ModelCall
 
 
+@dataclass(eq=False)
+class Resolving:
+    """How far one event of a batch got with its arguments, kept up to date by the event
+    agent, so that a turn ending in the middle of its batch (cancelled, failed, out of
+    time) still records the argument call it made or had open, and the arguments."""
+
+    scope: str
+    event_id: str
+    event_name: str
+    call: ArgumentCall | None = None
+    """The forced argument call, once it was sent (its figures grow as it streams)."""
+    entry: dict[str, Any] | None = None
+    """The resolution's audit entry (``event_agent_response``), once resolved."""
+    failures: tuple[dict[str, Any], ...] = ()
+    """Its argument failures' audit entries, once resolved."""
+
+
 @dataclass(frozen=True)
 class ArgumentFailure:
     """Why arguments could not be resolved or generated for one event."""

@@ -234,9 +234,10 @@ def argument_metric(
     turn_index: int,
     round_index: int,
     mode: ToolInvocationMode,
+    status: ModelCallStatus | None = None,
 ) -> CallMetric:
     """A forced-tool-choice call: ``argument_fallback`` when a resolver failed, else
-    ``argument_generation``."""
+    ``argument_generation``; ``status`` as for ``chat_metric``."""
     return _model_metric(
         call,
         metric_key=argument_metric_key(fallback, turn_index, round_index, event_id),
@@ -247,6 +248,7 @@ def argument_metric(
         mode=mode,
         event_id=event_id,
         event_name=event_name,
+        status=status,
     )
 
 

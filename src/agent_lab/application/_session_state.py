@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent_lab.application import _outputs
+from agent_lab.application._event_replies import Resolving
 from agent_lab.application._recording import (
     NULL_RECORDER,
     FinishedTurn,
@@ -93,6 +94,15 @@ class TurnState:
     """Journal ids of interrupted batches this turn reported to the model."""
     cancelled_ahead: bool = False
     """Cancelled before it started: once on record it ends as cancelled, no round run."""
+    resolving: tuple[Resolving, ...] = ()
+    """How far the events of the ``dual_agent`` batch running now got with their
+    arguments (the event agent keeps them up to date)."""
+    unfinished_resolutions: dict[str, Any] | None = None
+    """The resolutions and argument calls of a batch the turn ended in the middle of,
+    for the turn's closing audit (``event_agent_response``'s shape)."""
+
+    def note_resolving(self, progress: Resolving) -> None:
+        self.resolving = (*self.resolving, progress)
 
     def landing(self) -> dict[str, ChatMessage]:
         """Where a batch keeps its durable results: made by the turn's first batch

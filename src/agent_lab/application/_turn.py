@@ -20,7 +20,7 @@ from typing import Any, Protocol, assert_never
 
 from agent_lab.application import _audit_details, _outputs, _policies
 from agent_lab.application._audit import Auditor
-from agent_lab.application._batches import BatchRun, EventServices, RoundContext
+from agent_lab.application._batches import BatchRun, EventServices, RoundContext, close_arguments
 from agent_lab.application._chat_round import ChatRound, close_unfinished, stream_round
 from agent_lab.application._metrics import (
     RawChunks,
@@ -132,7 +132,7 @@ class TurnEngine:
             return TurnOutcome("failed", exc)
         except asyncio.CancelledError:
             close_unfinished(turn, chat, self.mode.name, cancelled=True)
-            await self._abandon_open_batch(turn)
+            await self._abandon_open_batch(turn, cancelled=True)
             raise
         except Exception as exc:  # a bug in a client or tool must not kill the session
             logger.exception("turn %s failed unexpectedly", turn.index)
@@ -179,7 +179,8 @@ class TurnEngine:
         turn.recovered = (*session.unacknowledged, *pending)
         session.unacknowledged = ()
 
-    async def _abandon_open_batch(self, turn: TurnState) -> None:
+    async def _abandon_open_batch(self, turn: TurnState, *, cancelled: bool = False) -> None:
+        close_arguments(turn, self.mode.name, cancelled=cancelled)
         batch_id, turn.open_batch = turn.open_batch, None
         landed = turn.landed.values() if turn.landed is not None else ()
         turn.unfinished = list(landed)  # for the turn's closing audit

@@ -18,8 +18,6 @@ event with that cause instead of running the tool without arguments.
 from __future__ import annotations
 
 import asyncio
-import inspect
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
@@ -33,10 +31,18 @@ from agent_lab.application._event_replies import (
     EventAgentReply,
     EventBatchDone,
     ReplyChannel,
+    Resolving,
     ToolReply,
 )
 from agent_lab.application._metrics import CLIENT_CALLS, ModelCall, argument_metric_key
 from agent_lab.application._outputs import elapsed_ms
+from agent_lab.application._resolving import (
+    cause,
+    excerpt,
+    resolve_with,
+    resolver_name,
+    with_arguments,
+)
 from agent_lab.application._transcript import results_message
 from agent_lab.application.contracts import AgentParams, EventAgentParams
 from agent_lab.application.events import (
@@ -49,7 +55,7 @@ from agent_lab.application.events import (
 )
 from agent_lab.application.ports import ChatClient, Clock
 from agent_lab.application.tool_arguments import unreadable_arguments
-from agent_lab.application.tools import ToolExecutionContext, ToolRegistry
+from agent_lab.application.tools import ToolDefinition, ToolExecutionContext, ToolRegistry
 from agent_lab.domain.errors import AgentLabError
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, TokenUsage
@@ -64,6 +70,7 @@ __all__ = [
     "EventAgentRequest",
     "EventBatchDone",
     "ReplyChannel",
+    "Resolving",
     "ToolReply",
 ]
 
@@ -90,6 +97,8 @@ class EventAgentRequest:
     """``history``'s message dumps, when the caller keeps them (else made per request)."""
     on_usage: UsageFn | None = None
     """Told an argument call's token usage the moment the provider reports it."""
+    resolving: Callable[[Resolving], None] | None = None
+    """Given each event's ``Resolving`` as its resolution starts (then kept up to date)."""
 
 
 @dataclass(frozen=True)
@@ -218,35 +227,48 @@ class EventAgent:
         tool = self.registry.get(event.name)
         if tool is None or event.name not in request.enabled_tools:
             return _Resolution(event, resolved_by="not_resolved")
+        progress = Resolving(request.scope, event.id, event.name)
+        if request.resolving is not None:
+            request.resolving(progress)
+        resolution = await self._resolve_tool(request, event, context, tool, progress)
+        progress.entry = resolution.audit_entry(request)
+        progress.failures = tuple(failure.audit_entry() for failure in resolution.failures)
+        return resolution
+
+    async def _resolve_tool(
+        self,
+        request: EventAgentRequest,
+        event: ToolCallEvent,
+        context: ToolExecutionContext,
+        tool: ToolDefinition,
+        progress: Resolving,
+    ) -> _Resolution:
         failures: list[ArgumentFailure] = []
         resolved: dict[str, Any] | None = {}
-        resolver = _resolver_name(tool.argument_resolver)
+        resolver = resolver_name(tool.argument_resolver)
         if tool.argument_resolver is not None:
             try:
-                resolved = await _resolve_with(tool.argument_resolver, event, context)
+                resolved = await resolve_with(tool.argument_resolver, event, context)
             except Exception as exc:  # a resolver bug: the model fills the arguments in
-                failures.append(ArgumentFailure(event.id, event.name, "resolver", _cause(exc)))
+                failures.append(ArgumentFailure(event.id, event.name, "resolver", cause(exc)))
                 resolved = None
         if resolved is not None and self.registry.validation_error(event.name, resolved) is None:
             return _Resolution(
-                _with_arguments(event, resolved),
+                with_arguments(event, resolved),
                 failures=tuple(failures),
                 resolved_by="resolver" if resolver is not None else "empty",
                 resolver=resolver,
             )
-        call, generated, problem = await self._generate_arguments(request, event)
+        call = ModelCall(model=_event_model_params(request).model)
+        argument_call = ArgumentCall(event.id, event.name, tool.argument_resolver is not None, call)
+        progress.call = argument_call  # sent from now on: on record even if the turn ends
+        generated, problem = await self._generate_arguments(request, event, call)
         written = generated if isinstance(generated, str) else None
         arguments = generated if isinstance(generated, dict) else {}
         if problem is not None:
             failures.append(ArgumentFailure(event.id, event.name, "generation", problem))
-        argument_call = ArgumentCall(
-            event_id=event.id,
-            event_name=event.name,
-            fallback=tool.argument_resolver is not None,
-            call=call,
-        )
         return _Resolution(
-            _with_arguments(event, arguments, written),
+            with_arguments(event, arguments, written),
             argument_call,
             tuple(failures),
             resolved_by="argument_fallback" if argument_call.fallback else "argument_generation",
@@ -254,18 +276,18 @@ class EventAgent:
         )
 
     async def _generate_arguments(
-        self, request: EventAgentRequest, event: ToolCallEvent
-    ) -> tuple[ModelCall, dict[str, Any] | str, str | None]:
-        """One forced call; the arguments (the model's text when it is not a JSON
-        object: broken JSON, a list), and the cause when the call failed."""
+        self, request: EventAgentRequest, event: ToolCallEvent, call: ModelCall
+    ) -> tuple[dict[str, Any] | str, str | None]:
+        """One forced call (measured into ``call``); the arguments (the model's text when
+        it is not a JSON object: broken JSON, a list), and the cause when it failed."""
         params = _event_model_params(request)
-        call = ModelCall(model=params.model)
         messages = [ChatMessage(role="system", content=request.params.system_prompt)]
         messages += request.history
         tools = [self.registry.tool_schema(event.name)]
         choice = {"type": "function", "function": {"name": event.name}}
         arguments: dict[str, Any] | str | None = None
         problem: str | None = None
+        text: list[str] = []
         first_of_client = CLIENT_CALLS.first_use(self.client)
         started = self.clock()
         stream = self.client.stream_chat(messages, tools, params, choice)
@@ -279,16 +301,23 @@ class EventAgent:
                     call.usage = item.usage
                     if item.usage is not None and request.on_usage is not None:
                         await request.on_usage(item.usage)
+                elif item.kind == "message_delta":
+                    text.append(item.content)
                 elif item.kind == "provider_tool_call" and item.event is not None:
                     generated = item.event
+                    if generated.name != event.name:  # a provider that ignores tool_choice
+                        problem = problem or f"the model called {generated.name} instead"
+                        continue
                     unreadable = unreadable_arguments(generated) is not None
                     arguments = generated.raw_arguments if unreadable else dict(generated.arguments)
         except AgentLabError as exc:
-            problem = _cause(exc)
+            problem = cause(exc)
             call.failed = True
         call.latency_ms = elapsed_ms(started, self.clock())
         call.observe(stream, first_of_client=first_of_client)
-        return call, arguments or {}, problem
+        if arguments is None and problem is None and "".join(text).strip():
+            problem = f"the model answered with text, not a call: {excerpt(''.join(text))!r}"
+        return arguments or {}, problem
 
     async def _audit(self, request: EventAgentRequest, event: str, details: dict[str, Any]) -> None:
         if request.audit is not None:
@@ -309,15 +338,6 @@ class EventAgent:
         )
 
 
-def _resolver_name(resolver: Callable[..., Any] | None) -> str | None:
-    if resolver is None:
-        return None
-    target = getattr(resolver, "func", resolver)  # a functools.partial names its function
-    name = getattr(target, "__qualname__", None) or type(target).__name__
-    module = getattr(target, "__module__", None)
-    return f"{module}.{name}" if module else str(name)
-
-
 def _not_run(failures: list[ArgumentFailure]) -> dict[str, str]:
     """Events whose arguments could not be generated fail with the cause, unrun."""
     return {
@@ -327,21 +347,6 @@ def _not_run(failures: list[ArgumentFailure]) -> dict[str, str]:
     }
 
 
-async def _resolve_with(
-    resolver: Callable[..., Any], event: ToolCallEvent, context: ToolExecutionContext
-) -> dict[str, Any] | None:
-    resolved = resolver(event, context)
-    if inspect.isawaitable(resolved):
-        resolved = await resolved
-    return resolved if isinstance(resolved, dict) else None
-
-
-def _cause(exc: BaseException) -> str:
-    failure_reason = getattr(exc, "failure_reason", None)
-    text = str(exc) or type(exc).__name__
-    return f"{text} ({failure_reason})" if failure_reason else f"{type(exc).__name__}: {text}"
-
-
 def _event_model_params(request: EventAgentRequest) -> AgentParams:
     """The event agent's model parameters; its model defaults to the chat agent's."""
     return AgentParams(
@@ -349,19 +354,6 @@ def _event_model_params(request: EventAgentRequest) -> AgentParams:
         temperature=request.params.temperature,
         max_tokens=request.params.max_tokens,
         extra_body=request.params.extra_body,
-    )
-
-
-def _with_arguments(
-    event: ToolCallEvent, arguments: dict[str, Any], written: str | None = None
-) -> ToolCallEvent:
-    """The event with its resolved arguments; ``written``: the model's argument text,
-    when it was not a JSON object (the registry then says why it cannot run)."""
-    return ToolCallEvent(
-        id=event.id,
-        name=event.name,
-        arguments=arguments,
-        raw_arguments=written if written is not None else json.dumps(arguments, ensure_ascii=False),
     )
 
 

@@ -252,6 +252,8 @@ class TurnRecordBuilder:
         finish_call(call, figures, None)
         latency = call.timings.latency_ms
         call.ended_ms = start + latency if start is not None and latency is not None else None
+        if figures.get("open"):  # still streaming when the turn ended: its close says how
+            call.status = "running"
         if any(f["stage"] == "generation" for f in event.argument_failures):
             call.status = "failed"
             call.failure_reason = "argument_generation_failed"
@@ -305,6 +307,9 @@ class TurnRecordBuilder:
         unfinished = d.get("unfinished_call")
         if unfinished is not None:  # what was measured of the call the turn ended in
             self._unfinished_call(seq, unfinished)
+        resolutions = d.get("unfinished_resolutions")
+        if resolutions is not None:  # the argument calls of the batch it ended in
+            self._resolutions(seq, at, resolutions)
         for entry in d.get("unfinished_results", []):
             tool = next(
                 (

@@ -17,8 +17,11 @@ from agent_lab.domain.errors import SessionNotFound
 from agent_lab.interfaces.turn_views import turn_records
 
 
-def session_summaries(store: SessionStore, live: set[str]) -> list[dict[str, Any]]:
-    """Every session, newest first, with its usage totals, whether it is live and its
+def session_summaries(
+    store: SessionStore, live: set[str], prices: PriceTable | None = None
+) -> list[dict[str, Any]]:
+    """Every session, newest first, with its usage totals (with ``prices``, their
+    ``cost``: US dollars, ``None`` when unknown), whether it is live and its
     ``status``: the status of its last turn (``completed``, ``failed``, ``cancelled``,
     ``terminated``…) or ``empty``; ``failed_turns`` counts the failed and cancelled ones.
 
@@ -39,7 +42,7 @@ def session_summaries(store: SessionStore, live: set[str]) -> list[dict[str, Any
         summaries.append(
             {
                 **_without_config(session),
-                "usage": usage["session"],
+                "usage": _session_usage(usage, prices),
                 "live": session_id in live or session_id in held,
                 "live_elsewhere": session_id in held and session_id not in live,
                 "held_by": held.get(session_id),
@@ -48,6 +51,13 @@ def session_summaries(store: SessionStore, live: set[str]) -> list[dict[str, Any
             }
         )
     return summaries
+
+
+def _session_usage(usage: dict[str, Any], prices: PriceTable | None) -> dict[str, Any]:
+    if prices is None:
+        return dict(usage["session"])
+    total = cost_breakdown(usage["calls"], prices).session.total.amount
+    return {**usage["session"], "cost": _float(total)}
 
 
 def _last_status(turns: list[dict[str, Any]]) -> str:

@@ -58,7 +58,9 @@ async def tools(state: WebState = Depends(_state)) -> dict[str, Any]:
 async def list_sessions(state: WebState = Depends(_state)) -> dict[str, Any]:
     """Every stored session, newest first, with usage totals and a ``live`` flag."""
     live = state.hub.live_ids()
-    sessions = await asyncio.to_thread(records.session_summaries, state.store(), live)
+    sessions = await asyncio.to_thread(
+        records.session_summaries, state.store(), live, state.lab.prices
+    )
     return {"sessions": state.masker.value(sessions)}
 
 

@@ -8,6 +8,7 @@ import { Conversation } from "./conversation.js";
 import { openExplain } from "./explain.js";
 import { $, h, ms, num, shortId, toast } from "./dom.js";
 import { budgetNotice, budgetSpent, clearFieldErrors, LiveFigures, QueuedMessages, showFieldError } from "./feedback.js";
+import { tokensText } from "./figures.js";
 import { groupAudits, recordsByTurn, sessionEnds } from "./records.js";
 import { matches, renderSessions } from "./sessions.js";
 import { SessionSocket } from "./socket.js";
@@ -336,6 +337,8 @@ function handleMessage(message) {
     case "turn_record":
       state.records.set(message.turn_index, message.record);
       conversation.applyTurnRecord(message.record);
+      state.liveFigures.record(message.record);
+      showLiveFigures();
       queueTimeline();
       break;
     case "message_delta":
@@ -438,7 +441,7 @@ function showRecordSummary(record) {
   $("#conv-usage").replaceChildren(
     h("span", { class: `badge mode-${record.session?.mode}` }, record.session?.mode || ""),
     h("span", {}, plural(usage.turn_count, "turn")),
-    h("span", {}, plural(usage.total_tokens, "token")),
+    h("span", { dataset: { figure: "tokens" } }, tokensText(usage, usage.total_tokens === 1 ? "token" : "tokens")),
     h("span", {}, plural(usage.tool_count, "tool")),
     h("span", {}, `wall ${ms(usage.turn_wall_time_ms)}`));
 }

@@ -1,8 +1,10 @@
 // Two sessions side by side: totals, per-turn metrics and deltas, and the chosen turn's
 // waterfall on a shared time scale. Cold-start calls are flagged when the record says so
-// (`cold_start` on a call); cost shows when the record has it, "unknown" otherwise.
+// (`cold_start` on a call); cost shows when the record has it, "unknown" otherwise, and
+// tokens say "not reported" for calls whose provider sent no usage.
 
 import { h, ms, num, shortId } from "./dom.js";
+import { cachedText, fullyReported, tokensText, usd } from "./figures.js";
 import { groupAudits } from "./records.js";
 import { buildTimeline, renderWaterfall } from "./timeline.js";
 
@@ -54,19 +56,15 @@ function totals(record) {
   return h("div", { class: "metrics" },
     metric("turns", num(usage.turn_count)),
     ...usageFigures(usage).map(([label, value]) => metric(label, value)),
-    metric("cost", cost(usage.cost)));
-}
-
-export function cost(value) {
-  return typeof value === "number" ? `$${value.toFixed(4)}` : "unknown";
+    metric("cost", usd(usage.cost)));
 }
 
 // What a usage summary row shows, a session's or a turn's: [label, text] pairs.
 export function usageFigures(row) {
   return [
     ["wall time", ms(row.turn_wall_time_ms)],
-    ["tokens", num(row.total_tokens)],
-    ["cached", num(row.cached_tokens)],
+    ["tokens", tokensText(row)],
+    ["cached", cachedText(row)],
     ["model calls", num(row.model_calls)],
     ["tools", num(row.tool_count)],
     ["fallbacks", num(row.fallback_count)],
@@ -110,7 +108,9 @@ function deltas(record, base, turnIndex) {
   return h("div", { class: "deltas" }, note, coldNote, h("span", { class: "delta-label" }, `turn ${turnIndex} vs A`),
     delta("wall", b.turn_wall_time_ms, a.turn_wall_time_ms, ms),
     delta("TTFT", firstTtft(record, turnIndex), firstTtft(base, turnIndex), ms),
-    delta("tokens", b.total_tokens, a.total_tokens, num),
+    fullyReported(a) && fullyReported(b)
+      ? delta("tokens", b.total_tokens, a.total_tokens, num)
+      : h("span", { class: "delta", title: "a call of this turn reported no usage" }, "tokens – (not reported)"),
     delta("model calls", b.model_calls, a.model_calls, num),
     delta("tools", b.tool_count, a.tool_count, num));
 }
@@ -125,9 +125,9 @@ function turnTable(record, selected) {
       h("td", { class: "num" }, ms(firstTtft(record, turn.turn_index)),
         cold.has(turn.turn_index) ? h("span", { class: "cold", title: "its first model call opened the provider connection (the first call of the server process or of the session's own endpoint)" }, " cold") : null),
       h("td", { class: "num" }, num(turn.round_count)),
-      h("td", { class: "num" }, num(turn.total_tokens)),
+      h("td", { class: "num" }, tokensText(turn)),
       h("td", { class: "num" }, num(turn.tool_count)),
-      h("td", { class: "num" }, cost(turn.cost))));
+      h("td", { class: "num" }, usd(turn.cost))));
   return h("table", { class: "turn-table" },
     h("thead", {}, h("tr", {},
       h("th", { class: "num" }, "#"), h("th", {}, "User"), h("th", { class: "num" }, "Wall"),

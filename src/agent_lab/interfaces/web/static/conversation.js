@@ -7,7 +7,8 @@
 // failure reasons, calls recovered after an interruption. Both go through
 // `applyTurnRecord`, so a turn looks the same live and after a reload.
 
-import { h, ms, num, parseJson, pretty } from "./dom.js";
+import { h, num, parseJson, pretty } from "./dom.js";
+import { chatCall, roundStats, statsChips } from "./round-chips.js";
 import { callsOf, failureText, ignoredEvents, isUncertain, sessionEnds, shownStatus, UNCERTAIN } from "./records.js";
 
 export const SESSION_ENDED = "Session ended. Send a message to continue it.";
@@ -23,6 +24,7 @@ export class Conversation {
     this.root.replaceChildren(this.emptyHint);
     this.emptyHint.hidden = false;
     this.turns = new Map();
+    this.records = new Map();
     this.calls = new Map();
     this.current = null;
     this.round = null;
@@ -64,6 +66,7 @@ export class Conversation {
   applyTurnRecord(record) {
     const turn = this.turns.get(record.turn_index);
     if (!turn) return;
+    this.records.set(record.turn_index, record);
     this.recoveredNotice(record);
     for (const { event, tool } of callsOf(record)) {
       let call = this.calls.get(event.event_id);
@@ -76,6 +79,7 @@ export class Conversation {
       if (tool && !call.el.dataset.recovered) setExecution(call, tool);
     }
     this.sayRounds(turn, record);
+    for (const round of turn.rounds.values()) if (round.stats) this.drawStats(turn, round);
     if (record.status !== "running") this.closeTurn(turn, record);
     this.markUncertain(record.recovered_calls || []);
   }
@@ -226,10 +230,20 @@ export class Conversation {
   stats(stats) {
     const round = this.round || this.startRound(stats.round_index || this.nextRoundIndex());
     round.bubble.classList.remove("streaming");
-    round.el.querySelector(".stats")?.remove();
-    round.el.append(statsChips(stats));
+    round.stats = stats;
+    this.drawStats(this.current, round);
     this.round = null;
     this.scroll();
+  }
+
+  // A round's chips: the round_stats figures, with the tokens and cost of the round's
+  // chat call as its turn record has them once the call ended ("not reported" when the
+  // provider sent no usage, as the reopened turn says).
+  drawStats(turn, round) {
+    const chips = statsChips(round.stats, chatCall(this.records.get(turn?.index), round.index));
+    const shown = round.el.querySelector(".stats");
+    if (shown) shown.replaceWith(chips);
+    else round.el.append(chips);
   }
 
   turnDone() {
@@ -306,17 +320,6 @@ function recoveredText(call) {
   return `${RAN[call.status] || call.status} (recorded before the interruption)`;
 }
 
-function roundStats(record, round) {
-  const call = (record.model_calls || []).find((entry) => entry.metric_key === round.model_call);
-  const usage = call?.usage || {};
-  return {
-    round_index: round.round_index, ttft_ms: round.visible_ttft_ms, elapsed_ms: round.elapsed_ms,
-    prompt_tokens: usage.prompt_tokens ?? 0, completion_tokens: usage.completion_tokens ?? 0,
-    total_tokens: usage.total_tokens ?? 0, cached_tokens: usage.cached_tokens ?? 0,
-    had_event: (round.event_ids || []).length > 0,
-  };
-}
-
 function toolCall(event) {
   const args = event.arguments && Object.keys(event.arguments).length ? event.arguments : null;
   const status = h("span", { class: "call-status" }, "running…");
@@ -377,15 +380,4 @@ function setResult(call, message) {
   call.el.dataset.result = "shown";
   call.status.textContent = failed ? "error" : "done";
   call.el.dataset.status = failed ? "error" : "done";
-}
-
-function statsChips(stats) {
-  const chip = (label, value, title) => h("span", { class: "chip", title }, h("b", {}, label), " ", value);
-  return h("div", { class: "stats" },
-    chip("round", String(stats.round_index ?? "?"), "chat round"),
-    chip("TTFT", ms(stats.ttft_ms), "visible time to first token"),
-    chip("elapsed", ms(stats.elapsed_ms), "round wall time"),
-    chip("chat tokens", num(stats.total_tokens), `the round's chat call: prompt ${num(stats.prompt_tokens)} · completion ${num(stats.completion_tokens)} (argument calls count in the turn's total)`),
-    chip("cached", num(stats.cached_tokens), "cached prompt tokens"),
-    stats.had_event ? h("span", { class: "chip chip-event", title: "this round ran tools" }, "tools") : null);
 }

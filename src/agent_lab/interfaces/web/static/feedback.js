@@ -2,6 +2,7 @@
 // about, the messages waiting behind a running turn, and the running turn's figures.
 
 import { $, h, ms, num } from "./dom.js";
+import { notReported } from "./figures.js";
 
 // Error frames name the field (`request.chat_agent.temperature`); this is the input.
 const FIELD_INPUTS = [
@@ -129,7 +130,8 @@ export class QueuedMessages {
 
 // Figures of the turn in progress: tokens from its usage outputs (every model call, the
 // chat rounds' and the event agent's argument calls', as the stored turn counts them),
-// TTFT from its round_stats, and its tool results.
+// TTFT from its round_stats, and its tool results. The turn's record so far says which
+// of its ended calls reported no usage: the tokens then say so, as `sessions show` does.
 export class LiveFigures {
   constructor() { this.reset(null); }
 
@@ -137,6 +139,7 @@ export class LiveFigures {
     this.turn = turn;
     this.tokens = 0;
     this.usageSeen = false;
+    this.unreported = 0;
     this.tools = 0;
     this.ttft = null;
   }
@@ -144,6 +147,12 @@ export class LiveFigures {
   usage(counts) {
     this.usageSeen = true;
     this.tokens += counts?.total_tokens || 0;
+  }
+
+  record(record) {
+    if (record.turn_index !== this.turn) return;
+    const ended = (record.model_calls || []).filter((call) => call.status !== "running");
+    this.unreported = ended.filter((call) => !call.usage).length;
   }
 
   round(stats) {
@@ -155,7 +164,9 @@ export class LiveFigures {
   chips() {
     const parts = [h("span", { class: "live-turn" }, `turn ${this.turn ?? "?"} running…`)];
     if (this.ttft !== null) parts.push(h("span", {}, `TTFT ${ms(this.ttft)}`));
-    if (this.usageSeen) parts.push(h("span", {}, `${num(this.tokens)} tokens so far`));
+    const unreported = this.unreported ? ` · ${notReported(this.unreported)}` : "";
+    if (this.usageSeen) parts.push(h("span", {}, `${num(this.tokens)} tokens so far${unreported}`));
+    else if (this.unreported) parts.push(h("span", {}, "tokens not reported"));
     if (this.tools) parts.push(h("span", {}, `${num(this.tools)} tool${this.tools === 1 ? "" : "s"} so far`));
     return parts;
   }

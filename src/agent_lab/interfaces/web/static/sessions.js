@@ -2,6 +2,7 @@
 // export and delete.
 
 import { h, ms, num, shortId, when } from "./dom.js";
+import { cachedText, tokensText, usd } from "./figures.js";
 
 export function renderSessions(body, sessions, actions) {
   body.replaceChildren(...sessions.map((session) => sessionRow(session, actions)));
@@ -21,11 +22,12 @@ function sessionRow(session, actions) {
       session.live ? h("span", { class: "live-dot", title: liveTitle(session), "aria-label": "live" }) : null),
     h("td", { class: "opt" }, h("span", { class: `badge mode-${session.mode}` }, session.mode || "?")),
     h("td", { class: "num", dataset: { unit: session.turn_count === 1 ? "turn" : "turns" } }, num(session.turn_count)),
-    h("td", { class: "num opt" }, num(usage.total_tokens)),
-    h("td", { class: "num opt" }, num(usage.cached_tokens)),
+    h("td", { class: "num opt", dataset: { figure: "tokens" } }, tokensText(usage)),
+    h("td", { class: "num opt", dataset: { figure: "cached" } }, cachedText(usage)),
     h("td", { class: "num opt" }, num(usage.tool_count)),
     h("td", { class: "num opt" }, num(usage.fallback_count)),
     h("td", { class: "num opt" }, ms(usage.turn_wall_time_ms)),
+    h("td", { class: "num opt", dataset: { figure: "cost" } }, usd(usage.cost)),
     h("td", { class: "when opt" }, when(session.updated_at)),
     h("td", { class: "actions" },
       button("Open", actions.open, { class: "small", title: "Show this session and continue it" }),

@@ -1,8 +1,9 @@
 // The Timeline tab: the chosen turn's waterfall, its summary (status, wall, rounds,
 // tokens, TTFT, cost) and the detail panel of the bar clicked.
 
-import { cost, firstTtft, usageFigures } from "./compare.js";
+import { firstTtft, usageFigures } from "./compare.js";
 import { $, h, ms, num, shortId } from "./dom.js";
+import { usd } from "./figures.js";
 import { budgetNotice, budgetSpent } from "./feedback.js";
 import { buildTimeline, renderDetail, renderWaterfall } from "./timeline.js";
 
@@ -40,7 +41,7 @@ function turnSummary(state, turnIndex) {
       chip("rounds", num(turn.round_count)),
       ...usageFigures(turn).map(([label, value]) => chip(label, value)),
       chip("TTFT", ms(firstTtft(state.record, turnIndex))),
-      chip("cost", cost(turn.cost))),
+      chip("cost", usd(turn.cost))),
     budgetLine(state, turnIndex));
 }
 
