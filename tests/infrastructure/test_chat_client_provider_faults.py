@@ -23,7 +23,7 @@ CONTEXT_FULL = "the request exceeds the available context size, try increasing i
 _DONE = b"data: [DONE]\n\n"
 
 
-def _data(content: str) -> bytes:
+def data_event(content: str) -> bytes:
     event = {"choices": [{"index": 0, "delta": {"content": content}}]}
     return f"data: {json.dumps(event)}\n\n".encode()
 
@@ -50,12 +50,12 @@ def _client(
         pytest.param((_error_field(CONTEXT_FULL), _DONE), "", id="first-then-done"),
         pytest.param((_error_field(CONTEXT_FULL),), "", id="first-no-done"),
         pytest.param(
-            (_data("The answer is "), _error_field(CONTEXT_FULL, 500), _DONE),
+            (data_event("The answer is "), _error_field(CONTEXT_FULL, 500), _DONE),
             "The answer is ",
             id="mid-then-done",
         ),
         pytest.param(
-            (_data("The answer is "), _error_field(CONTEXT_FULL, 500)),
+            (data_event("The answer is "), _error_field(CONTEXT_FULL, 500)),
             "The answer is ",
             id="mid-no-done",
         ),
@@ -92,7 +92,7 @@ async def test_a_llamacpp_error_field_masks_an_echoed_key(collect: Collect) -> N
 
 @pytest.mark.asyncio
 async def test_a_plain_text_error_field_is_reported_as_written(collect: Collect) -> None:
-    body = ScriptedResponse(chunks=(_data("Hi"), b"error: slot unavailable\n\n", _DONE))
+    body = ScriptedResponse(chunks=(data_event("Hi"), b"error: slot unavailable\n\n", _DONE))
     async with SSETranscriptServer(body) as server, _client(server.base_url) as chat:
         with pytest.raises(ProviderProtocolError) as info:
             await collect(chat)
@@ -121,13 +121,13 @@ async def test_a_turn_ended_by_an_error_field_fails_as_a_provider_protocol_error
 
 _USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 _FINISHED_ANSWER = (
-    _data("Complete answer."),
+    data_event("Complete answer."),
     b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
     f"data: {json.dumps({'choices': [], 'usage': _USAGE})}\n\n".encode(),
 )
 
 
-class _ResetAfter:
+class ResetAfter:
     """Streams ``chunks`` then resets the TCP connection (``SO_LINGER`` 0: an RST) instead
     of ending the body; ``chunked`` frames the body, else it runs until the close."""
 
@@ -176,7 +176,7 @@ async def test_a_reset_after_the_finished_answer_does_not_fail_the_call(
     """``finish_reason`` and usage arrived, then an RST instead of ``[DONE]``: the answer
     is whole, so the call ends as finished, with its text and usage, on both transports."""
     async with (
-        _ResetAfter(_FINISHED_ANSWER, chunked=chunked) as url,
+        ResetAfter(_FINISHED_ANSWER, chunked=chunked) as url,
         _client(url, transport, max_retries=0) as chat,
     ):
         items = await collect(chat)
@@ -192,7 +192,7 @@ async def test_a_reset_before_finish_reason_still_fails_the_call(
 ) -> None:
     """The same reset one chunk earlier (no ``finish_reason`` yet) is a broken stream."""
     async with (
-        _ResetAfter(_FINISHED_ANSWER[:1], chunked=True) as url,
+        ResetAfter(_FINISHED_ANSWER[:1], chunked=True) as url,
         _client(url, transport, max_retries=0) as chat,
     ):
         with pytest.raises(ProviderProtocolError) as info:
