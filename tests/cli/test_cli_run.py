@@ -177,6 +177,38 @@ def test_rejected_api_key_says_check_your_api_key_without_echoing_it(cli: Invoke
     assert sent == f"Bearer {SECRET}"
 
 
+def test_a_rejected_key_line_keeps_the_providers_masked_message(cli: Invoke) -> None:
+    rejection = ScriptedResponse.error(
+        401, {"error": {"message": f"Incorrect API key provided: {SECRET}."}}
+    )
+    with SSETranscriptServer(fallback=rejection) as server:
+        result = cli(
+            "run", "hi", "--base-url", server.base_url, "--model", "m", "--api-key", SECRET
+        )
+
+    assert result.exit_code == 2
+    assert result.error_lines == [
+        "error: the provider rejected the request (HTTP 401); check your API key "
+        "(the provider said: Incorrect API key provided: ***.)"
+    ]
+
+
+def test_a_403_says_access_was_refused_with_the_providers_message(cli: Invoke) -> None:
+    """OpenAI's 403 for a project without access to the model: the key is fine, so
+    the line gives the provider's reason instead of "check your API key"."""
+    message = "Project `proj_x` does not have access to model `gpt-x`"
+    refusal = ScriptedResponse.error(
+        403, {"error": {"message": message, "code": "model_not_found"}}
+    )
+    with SSETranscriptServer(fallback=refusal) as server:
+        result = cli(
+            "run", "hi", "--base-url", server.base_url, "--model", "gpt-x", "--api-key", SECRET
+        )
+
+    assert result.exit_code == 2
+    assert result.error_lines == [f"error: the provider refused access (HTTP 403): {message}"]
+
+
 def test_api_key_from_the_environment_is_not_echoed_either(cli: Invoke) -> None:
     rejection = ScriptedResponse.error(403, {"error": {"message": f"key {SECRET} revoked"}})
     with SSETranscriptServer(fallback=rejection) as server:
@@ -190,7 +222,9 @@ def test_api_key_from_the_environment_is_not_echoed_either(cli: Invoke) -> None:
         )
 
     assert result.exit_code == 2
-    assert "check your API key" in result.stderr
+    # A 403 is a refusal of access, said with the provider's (masked) message.
+    assert "error: the provider refused access (HTTP 403): key *** revoked" in result.stderr
+    assert "check your API key" not in result.stderr
     assert SECRET not in result.stdout + result.stderr
 
 

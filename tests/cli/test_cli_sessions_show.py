@@ -243,22 +243,23 @@ def test_turn_cost_parts_add_up_to_the_total_as_in_run(cli_process: Invoke, home
     assert exact == Decimal(exported["records"][0]["cost"]["total_usd"])
 
 
+def _chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
 def test_show_gives_the_arguments_text_of_a_call_that_was_not_valid_json(
     cli_process: Invoke,
 ) -> None:
-    def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
-        return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
     broken = {"index": 0, "id": "call_1", "type": "function"}
     broken["function"] = {"name": "device__volume__adjust", "arguments": '{"mode": "abs'}
     with SSETranscriptServer() as server:
         server.add(
             ScriptedResponse.sse(
-                chunk({"role": "assistant", "content": "Ok."}),
-                chunk({"tool_calls": [broken]}),
-                chunk({}, "tool_calls"),
+                _chunk({"role": "assistant", "content": "Ok."}),
+                _chunk({"tool_calls": [broken]}),
+                _chunk({}, "tool_calls"),
             ),
-            ScriptedResponse.sse(chunk({"content": "Done."})),
+            ScriptedResponse.sse(_chunk({"content": "Done."})),
         )
         run = cli_process(
             "run", "Set the volume", "--json", "--mode", "chat_agent_tools",
@@ -294,17 +295,14 @@ def test_show_gives_the_text_a_dual_agent_argument_call_wrote_when_not_valid_jso
     """The volume resolver finds no level in "Set it."; the forced fallback call writes
     broken JSON: the tool fails saying so, and ``show`` gives the text as written."""
 
-    def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
-        return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
     block = f"{EVENT_BLOCK_START}device.volume.adjust{EVENT_BLOCK_END}"
     broken = {"index": 0, "id": "call_1", "type": "function"}
     broken["function"] = {"name": "device__volume__adjust", "arguments": '{"mode": "abs'}
     with SSETranscriptServer() as server:
         server.add(
-            ScriptedResponse.sse(chunk({"role": "assistant", "content": f"Ok. {block}"})),
-            ScriptedResponse.sse(chunk({"tool_calls": [broken]}), chunk({}, "tool_calls")),
-            ScriptedResponse.sse(chunk({"content": "That did not work."}, "stop")),
+            ScriptedResponse.sse(_chunk({"role": "assistant", "content": f"Ok. {block}"})),
+            ScriptedResponse.sse(_chunk({"tool_calls": [broken]}), _chunk({}, "tool_calls")),
+            ScriptedResponse.sse(_chunk({"content": "That did not work."}, "stop")),
         )
         run = cli_process(
             "run", "Set it.", "--json", "--mode", "dual_agent", "--tool", "device.volume.adjust",

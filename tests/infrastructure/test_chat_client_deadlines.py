@@ -103,9 +103,9 @@ async def test_no_headers_is_one_deadline_not_one_per_retry() -> None:
 
 @pytest.mark.asyncio
 async def test_retries_happen_inside_the_deadline() -> None:
-    busy = ScriptedResponse.error(
-        503, {"error": {"message": "busy"}}, headers={"retry-after-ms": "250"}
-    )
+    """The SDK's own backoff (no ``Retry-After``) sleeps inside the idle deadline, which
+    ends the call when it passes during a wait."""
+    busy = ScriptedResponse.error(503, {"error": {"message": "busy"}})
     async with (
         SSETranscriptServer(*[busy] * 8) as server,
         OpenAICompatibleChatClient(server.base_url, timeout=0.6, max_retries=7) as client,
@@ -115,6 +115,24 @@ async def test_retries_happen_inside_the_deadline() -> None:
         assert 1 < server.request_count < 8
     assert info.value.deadline == "idle"
     _assert_states_elapsed(info.value)
+
+
+@pytest.mark.asyncio
+async def test_a_retry_after_past_the_deadline_ends_the_retries_with_the_last_answer() -> None:
+    """Retries whose ``Retry-After`` fits happen inside the deadline; the one that would
+    wait past it is not waited for: the provider's answer is the error, not a timeout."""
+    busy = ScriptedResponse.error(
+        503, {"error": {"message": "busy"}}, headers={"retry-after-ms": "250"}
+    )
+    async with (
+        SSETranscriptServer(*[busy] * 8) as server,
+        OpenAICompatibleChatClient(server.base_url, timeout=0.6, max_retries=7) as client,
+    ):
+        with pytest.raises(ProviderHTTPError) as info:
+            await _collect(client)
+        assert 1 < server.request_count < 8
+    assert info.value.status == 503
+    assert str(info.value) == "provider returned HTTP 503: busy"
 
 
 @pytest.mark.asyncio

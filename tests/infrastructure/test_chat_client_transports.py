@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
-import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +37,7 @@ from tests.infrastructure.test_chat_client_http import (
     full_text,
     ok,
 )
+from tests.infrastructure.test_chat_client_provider_faults import ResetAfter, data_event
 from tests.infrastructure.test_chat_client_streams import visible
 from tests.offline_site import sitecustomize as offline
 
@@ -254,50 +253,17 @@ async def test_the_default_is_aiohttp_for_the_client_and_the_settings(transport:
     assert LabSettings().transport == "aiohttp"
 
 
-class _ResettingServer:
-    """Streams two words of an answer, then resets the TCP connection (``SO_LINGER`` 0:
-    an RST, as a crashing worker or a proxy killing the stream sends)."""
-
-    async def __aenter__(self) -> str:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        port = self._server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}/v1"
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self._server.close()
-        await self._server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(
-            (
-                int(line.split(b":")[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length")
-            ),
-            0,
-        )
-        await reader.readexactly(length)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
-        writer.write(b"transfer-encoding: chunked\r\n\r\n")
-        for word in ("About ", "to break"):
-            event = json.dumps({"choices": [{"index": 0, "delta": {"content": word}}]})
-            data = f"data: {event}\n\n".encode()
-            writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        await writer.drain()
-        await asyncio.sleep(0.2)
-        sock = writer.get_extra_info("socket")
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        writer.transport.abort()
-
-
 @pytest.mark.asyncio
 async def test_a_connection_reset_mid_answer_is_a_protocol_error_not_unreachable(
     transport: Transport, collect: Collect
 ) -> None:
     """The endpoint answered and streamed: a reset then is a stream that broke off
     (``provider_error:protocol``, a provider-class failure), never "unreachable"."""
-    async with _ResettingServer() as url, client(url, transport, max_retries=0) as chat:
+    words = (data_event("About "), data_event("to break"))
+    async with (
+        ResetAfter(words, chunked=True) as url,
+        client(url, transport, max_retries=0) as chat,
+    ):
         with pytest.raises(ProviderProtocolError, match="broke off the stream") as info:
             await collect(chat)
     assert_mapped(info.value)

@@ -94,3 +94,12 @@ def test_any_chunking_gives_the_same_events(cuts: list[int]) -> None:
     points = sorted(set(cuts))
     pieces = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)], strict=True)]
     assert decode(*pieces) == EXPECTED
+
+
+def test_an_error_field_is_an_error_event_ahead_of_the_events_data() -> None:
+    """llama.cpp's ``error: {...}`` line is kept (not dropped as an unknown field),
+    however the bytes are split."""
+    stream = b'data: {"a":1}\n\nerror: {"message":"full"}\n\ndata: [DONE]\n\n'
+    expected = [SseEvent(b'{"a":1}'), SseEvent(b'{"message":"full"}', "error"), SseEvent(b"[DONE]")]
+    for cut in range(len(stream) + 1):
+        assert decode(stream[:cut], stream[cut:]) == expected, cut

@@ -349,6 +349,16 @@ async def test_leaving_run_early_cancels_its_turn_and_leaves_nothing_for_the_nex
     ]
 
 
+def _claim_waiting_runtime(store: SQLiteSessionStore) -> DebugRuntime:
+    """A runtime that waits up to a minute for a session another runtime holds."""
+    return DebugRuntime(
+        ScriptedChatClient([text("never asked")]),
+        registry=_waiting_registry(asyncio.Event()),
+        session_store=store,
+        claim_wait_seconds=60,
+    )
+
+
 @pytest.mark.asyncio
 async def test_aclose_while_a_session_waits_for_its_claim_stops_the_wait_and_claims_nothing(
     tmp_path: Path,
@@ -363,12 +373,7 @@ async def test_aclose_while_a_session_waits_for_its_claim_stops_the_wait_and_cla
     holder.create_session("waiting", {}, session_id=SESSION)
     token = holder.claim_session(SESSION, "the holder")
     store = SQLiteSessionStore(path)
-    runtime = DebugRuntime(
-        ScriptedChatClient([text("never asked")]),
-        registry=_waiting_registry(asyncio.Event()),
-        session_store=store,
-        claim_wait_seconds=60,
-    )
+    runtime = _claim_waiting_runtime(store)
     io = runtime.start_session(_request())
     await asyncio.sleep(0.3)  # the session is waiting for the holder's claim
     closing = asyncio.create_task(runtime.aclose(grace_seconds=60))
@@ -402,12 +407,7 @@ async def test_a_claim_won_by_a_try_that_ends_after_aclose_is_released(tmp_path:
     """``aclose()`` while a try at the claim is in flight: the try finishes, and the
     claim it won is given back, so the session is not held by a closed runtime."""
     store = _SlowClaims(tmp_path / "lab.sqlite3")
-    runtime = DebugRuntime(
-        ScriptedChatClient([text("never asked")]),
-        registry=_waiting_registry(asyncio.Event()),
-        session_store=store,
-        claim_wait_seconds=60,
-    )
+    runtime = _claim_waiting_runtime(store)
     io = runtime.start_session(_request())
     await asyncio.to_thread(store.trying.wait, 10)
     closing = asyncio.create_task(runtime.aclose(grace_seconds=60))

@@ -28,19 +28,19 @@ import openai.resources.chat.completions  # noqa: F401
 
 from agent_lab.application.contracts import AgentParams
 from agent_lab.domain.call_timing import CallTiming
-from agent_lab.domain.errors import (
-    ConfigError,
-    DeadlineKind,
-    ProviderDeadlineExceeded,
-    UsageError,
-)
+from agent_lab.domain.errors import ConfigError, DeadlineKind, ProviderDeadlineExceeded, UsageError
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream, report_at_end
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
 from agent_lab.infrastructure.openai_compat.client_options import endpoint_of
 from agent_lab.infrastructure.openai_compat.log_redaction import install_url_redaction
 from agent_lab.infrastructure.openai_compat.provider_errors import map_provider_errors
+from agent_lab.infrastructure.openai_compat.reasoning_memory import ReasoningMemory
 from agent_lab.infrastructure.openai_compat.request_body import ChatRequest, build_chat_request
+from agent_lab.infrastructure.openai_compat.retry_deadline import (
+    DeadlineAwareOpenAI,
+    retry_deadline,
+)
 from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask, redact_url
 from agent_lab.infrastructure.openai_compat.stream_body import event_stream_chunks
 from agent_lab.infrastructure.openai_compat.transcript_validation import validate_tool_transcript
@@ -135,6 +135,7 @@ class OpenAICompatibleChatClient:
         self._owns_http_client = http_client is None
         self._transport = check_transport(transport)
         self._closed = False
+        self._reasoning = ReasoningMemory()
         attempt = min(self._idle, self._total) + _SLACK
         self._sdk_options: dict[str, Any] = {
             "api_key": api_key or _UNUSED_KEY,
@@ -262,7 +263,7 @@ class OpenAICompatibleChatClient:
         validate_tool_transcript(messages)
         if self._closed:
             raise UsageError("the chat client is closed")
-        request = build_chat_request(messages, tools, params, tool_choice)
+        request = build_chat_request(messages, tools, params, tool_choice, self._reasoning.recall)
         loop = asyncio.get_running_loop()
         started = loop.time()
         if self._create is None:
@@ -286,9 +287,9 @@ class OpenAICompatibleChatClient:
                 deadline = min(started + idle, total_deadline)
                 try:
                     async with asyncio.timeout_at(deadline):
-                        response = await stack.enter_async_context(
-                            self._open(request, params.model)
-                        )
+                        with retry_deadline(deadline):  # no Retry-After wait past it
+                            opening = self._open(request, params.model)
+                            response = await stack.enter_async_context(opening)
                         chunks = await event_stream_chunks(response, self._mask)
                 except TimeoutError:
                     raise self._expired(deadline, total_deadline, loop.time() - started) from None
@@ -302,6 +303,10 @@ class OpenAICompatibleChatClient:
                             data = await chunks.__anext__()
                     except StopAsyncIteration:
                         break
+                    except httpx.TransportError:
+                        if stream.finished:
+                            break  # reset after the finished answer, before [DONE]: no loss
+                        raise
                     except TimeoutError:
                         elapsed = loop.time() - started
                         raise self._expired(deadline, total_deadline, elapsed) from None
@@ -311,10 +316,12 @@ class OpenAICompatibleChatClient:
                     if items and timing.first_chunk_ms is None:
                         timing.first_chunk_ms = _ms(loop.time() - sent)
                     for item in items:
+                        self._reasoning.keep(item, stream.reasoning)
                         yield item
                     if stream.done:
                         break  # a connection held open after [DONE] is not waited for
         for item in stream.finish():
+            self._reasoning.keep(item, stream.reasoning)
             yield item
 
     def _expired(self, deadline: float, total: float, elapsed: float) -> ProviderDeadlineExceeded:
@@ -328,7 +335,7 @@ class OpenAICompatibleChatClient:
             options = dict(self._sdk_options)
             if options["http_client"] is None:  # ours, closed with the SDK client
                 options["http_client"] = new_http_client(self._transport, options["timeout"])
-            sdk = openai.AsyncOpenAI(**options)
+            sdk = DeadlineAwareOpenAI(**options)
             create = sdk.chat.completions.with_streaming_response.create
             sdk.platform_headers()  # cached by the SDK; reads OS files on first use
             self._sdk, self._create = sdk, create

@@ -43,6 +43,7 @@ class ChunkStream:
         "_done",
         "_finished",
         "_mask",
+        "_reasoning",
         "_text",
         "_usage",
         "progress",
@@ -75,6 +76,7 @@ class ChunkStream:
         self._usage: dict[str, Any] | None = None
         self._finished = False
         self._done = False
+        self._reasoning: list[str] | None = None
 
     def feed(self, data: bytes) -> list[StreamItem]:
         """Parses the next read of the response body.
@@ -112,6 +114,16 @@ class ChunkStream:
         return items
 
     @property
+    def reasoning(self) -> str | None:
+        """The ``reasoning_content`` streamed so far; ``None`` when no delta had the field."""
+        return None if self._reasoning is None else "".join(self._reasoning)
+
+    @property
+    def finished(self) -> bool:
+        """A ``finish_reason`` arrived: the answer is complete, even if ``[DONE]`` never does."""
+        return self._finished
+
+    @property
     def done(self) -> bool:
         """``[DONE]`` arrived: the answer is over, whatever the body still holds."""
         return self._done
@@ -123,13 +135,17 @@ class ChunkStream:
         if data.startswith(_DONE):
             self._done = True
             return
+        if event.event == "error":
+            raise ProviderProtocolError(
+                f"the provider reported an error: {_error_event_text(data, self._mask)}"
+            )
         if not data.strip():
             return  # an empty event, sent by some proxies to keep the connection alive
         mask = self._mask
         chunk = _load(data, mask)
         if mask is not None:
             chunk, data = mask.chunk(chunk, data)
-        if event.event == "error" or chunk.get("error") or chunk.get("object") == "error":
+        if chunk.get("error") or chunk.get("object") == "error":
             raise ProviderProtocolError(f"the provider reported an error: {_error_text(chunk)}")
         items.append(StreamItem.raw_response_chunk(chunk, data))
         choices = chunk.get("choices")
@@ -147,6 +163,8 @@ class ChunkStream:
         if delta and isinstance(delta, dict):
             if _CONTENT_KEYS.intersection(delta):
                 self.progress += 1
+            if "reasoning_content" in delta:
+                self._reasoning_delta(delta["reasoning_content"])
             content = delta.get("content")
             if content and isinstance(content, str):
                 self._content(content, items)
@@ -162,6 +180,12 @@ class ChunkStream:
             self.progress += 1
             self._finished = True
             self._complete(items)
+
+    def _reasoning_delta(self, part: object) -> None:
+        if self._reasoning is None:
+            self._reasoning = []
+        if part and isinstance(part, str):
+            self._reasoning.append(part)
 
     def _content(self, content: str, items: list[StreamItem]) -> None:
         if self._text is None:
@@ -219,6 +243,23 @@ def _preview(data: bytes, mask: SecretMask | None) -> str:
         data = mask.data(data)
     text = data[:_PREVIEW].decode("utf-8", "replace")
     return text + ("…" if len(data) > _PREVIEW else "")
+
+
+def _error_event_text(data: bytes, mask: SecretMask | None) -> str:
+    """The message of an ``error`` event (``event: error`` or llama.cpp's ``error:``
+    field): a JSON object's message, else the text itself, secrets masked."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        value = None
+    if mask is not None:
+        value = mask.value(value)
+    if isinstance(value, dict):
+        return _error_text(value)
+    if isinstance(value, str) and value:
+        return value
+    text = _preview(data.strip(), mask)
+    return text or "no message"
 
 
 def _error_text(chunk: dict[str, Any]) -> str:

@@ -2,12 +2,14 @@
 
 Registry tool names are replaced by provider-safe aliases everywhere they appear:
 ``tools``, ``tool_choice``, assistant ``tool_calls`` and the ``name`` of tool replies.
+An assistant message whose calls came with reasoning the client remembers carries it
+back as ``reasoning_content`` (see ``reasoning_memory``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -18,6 +20,9 @@ from agent_lab.application.contracts import AgentParams
 from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 from agent_lab.infrastructure.openai_compat.tool_names import ToolNameAliases
+
+ReasoningLookup = Callable[[Iterable[str]], str | None]
+"""The reasoning streamed with any of these tool-call ids, or ``None``."""
 
 _RESERVED = frozenset({"stream", "messages"})
 """Body fields ``extra_body`` may not replace: the client always streams its transcript."""
@@ -38,6 +43,7 @@ def build_chat_request(
     tools: Sequence[Mapping[str, Any]],
     params: AgentParams,
     tool_choice: Mapping[str, Any] | None,
+    reasoning: ReasoningLookup | None = None,
 ) -> ChatRequest:
     """Converts a call of the ``ChatClient`` port into wire dicts.
 
@@ -46,6 +52,7 @@ def build_chat_request(
         tools: OpenAI function schemas under registry names.
         params: The agent's model parameters; ``extra_body`` is merged last.
         tool_choice: A forced call under a registry name, or ``None``.
+        reasoning: Finds the reasoning streamed with an assistant message's calls.
 
     Returns:
         The request with every tool name aliased consistently.
@@ -64,7 +71,7 @@ def build_chat_request(
     if tool_choice is not None:
         options["tool_choice"] = _aliased_function(tool_choice, aliases)
     options.update((k, v) for k, v in params.extra_body.items() if k not in _RESERVED)
-    wire = alternating([wire_message(message, aliases) for message in messages])
+    wire = alternating([wire_message(message, aliases, reasoning) for message in messages])
     return ChatRequest(messages=wire, options=options, aliases=aliases)
 
 
@@ -101,12 +108,16 @@ def _repeats(previous: dict[str, Any], message: dict[str, Any]) -> bool:
     )
 
 
-def wire_message(message: ChatMessage, aliases: ToolNameAliases) -> dict[str, Any]:
+def wire_message(
+    message: ChatMessage, aliases: ToolNameAliases, reasoning: ReasoningLookup | None = None
+) -> dict[str, Any]:
     """Converts one ``ChatMessage`` to the chat completions wire format.
 
     Args:
         message: The message.
         aliases: The request's name map (tool names only; a user's ``name`` is kept).
+        reasoning: Finds the reasoning streamed with an assistant message's calls; a
+            message whose calls it knows gets it as ``reasoning_content``.
 
     Returns:
         The wire dict; an assistant message with calls but no text has ``content: null``.
@@ -122,6 +133,10 @@ def wire_message(message: ChatMessage, aliases: ToolNameAliases) -> dict[str, An
         return wire
     wire = {"role": message.role, "content": message.content}
     if message.role == "assistant" and message.tool_calls:
+        if reasoning is not None:
+            text = reasoning(call.id for call in message.tool_calls)
+            if text is not None:
+                wire["reasoning_content"] = text
         # An empty string, not null: llama.cpp's server answers 500 to a null content.
         wire["tool_calls"] = [_wire_call(call, aliases) for call in message.tool_calls]
     if message.name:

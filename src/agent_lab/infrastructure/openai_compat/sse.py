@@ -4,6 +4,11 @@ Follows the WHATWG event-stream rules that matter for chat completion streams: l
 end with ``\\n``, ``\\r\\n`` or ``\\r`` (a CRLF may be split across two reads), lines
 starting with ``:`` are comments (``: keep-alive``), ``data`` lines of one event are
 joined with ``\\n``, and a blank line dispatches the event.
+
+One field outside the standard is kept: llama.cpp's server reports a failure during a
+stream as a line ``error: {"code":…,"message":…,"type":…}`` (then ends the stream with
+``data: [DONE]``). Such a value is dispatched as an event of type ``error`` ahead of the
+event's data, so the failure cannot be dropped as an unknown field.
 """
 
 from __future__ import annotations
@@ -29,12 +34,13 @@ class SseEvent(NamedTuple):
 class SseDecoder:
     """Turns the bytes of an event stream, read in arbitrary pieces, into ``SseEvent``s."""
 
-    __slots__ = ("_data", "_event", "_last_id", "_skip_lf", "_tail")
+    __slots__ = ("_data", "_error", "_event", "_last_id", "_skip_lf", "_tail")
 
     def __init__(self) -> None:
         self._tail = b""
         self._skip_lf = False
         self._data: list[bytes] = []
+        self._error: list[bytes] = []
         self._event = ""
         self._last_id: str | None = None
 
@@ -100,8 +106,13 @@ class SseDecoder:
             self._event = value.decode("utf-8", "replace")
         elif name == b"id" and b"\0" not in value:
             self._last_id = value.decode("utf-8", "replace")
+        elif name == b"error":
+            self._error.append(value)
 
     def _dispatch(self, events: list[SseEvent]) -> None:
+        if self._error:
+            events.append(SseEvent(b"\n".join(self._error), "error", self._last_id))
+            self._error = []
         data = self._data
         if data:
             payload = data[0] if len(data) == 1 else b"\n".join(data)

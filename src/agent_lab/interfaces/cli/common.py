@@ -98,12 +98,10 @@ _EXIT_CODES: dict[str, int] = {
     "run_failed": EXIT_RUN_FAILED,
     "interrupted": EXIT_INTERRUPTED,
 }
-_RUN_FAILURE_LINES: dict[str, str] = {
-    "cancelled": "turn cancelled",
-    "provider_error:http_401": ("the provider rejected the request (HTTP 401); check your API key"),
-    "provider_error:http_403": ("the provider rejected the request (HTTP 403); check your API key"),
-}
-"""Failures whose line replaces the runtime's message (it may quote the provider)."""
+_RUN_FAILURE_LINES: dict[str, str] = {"cancelled": "turn cancelled"}
+"""Failures whose line replaces the runtime's message."""
+_REFUSALS = {"provider_error:http_401": 401, "provider_error:http_403": 403}
+"""Failures whose line says what to check, with the provider's own message."""
 _RUN_FAILURE_HINTS: dict[str, str] = {
     "provider_error:unreachable": "check --base-url or OPENAI_BASE_URL",
     "provider_error:http_404": "check --base-url and --model",
@@ -121,6 +119,8 @@ def run_failure(message: ErrorMessage) -> tuple[int, str]:
     code = _EXIT_CODES.get(str(message.get("exit_class")), EXIT_RUN_FAILED)
     if reason in _RUN_FAILURE_LINES:
         return code, _RUN_FAILURE_LINES[reason]
+    if reason in _REFUSALS:
+        return code, _refusal_line(_REFUSALS[reason], text)
     if reason in _RUN_FAILURE_HINTS:
         return code, f"{text} ({_RUN_FAILURE_HINTS[reason]})"
     return code, text
@@ -135,10 +135,24 @@ def report_failure(message: ErrorMessage) -> int:
 
 def _http_failure(status: int, text: str) -> tuple[int, str]:
     if status in (401, 403):
-        return EXIT_USAGE, f"the provider rejected the request (HTTP {status}); check your API key"
+        return EXIT_USAGE, _refusal_line(status, text)
     if status == 404:
         return EXIT_USAGE, f"{text} (check --base-url and --model)"
     return EXIT_RUN_FAILED, text
+
+
+def _refusal_line(status: int, text: str) -> str:
+    """The line for a 401 (the key) or a 403 (access), keeping the provider's message.
+
+    ``text`` is the error's message, ``provider returned HTTP <status>: <message>``; the
+    client has already masked every secret in it.
+    """
+    said = text.removeprefix(f"provider returned HTTP {status}:").strip()
+    if status == 401:
+        line = "the provider rejected the request (HTTP 401); check your API key"
+        return f"{line} (the provider said: {said})" if said else line
+    line = "the provider refused access (HTTP 403)"
+    return f"{line}: {said}" if said else line
 
 
 def run_async(
