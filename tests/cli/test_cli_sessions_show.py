@@ -350,3 +350,30 @@ def test_the_event_agents_argument_calls_use_the_configured_event_temperature(
     assert [body["temperature"] for body in forced_calls] == [sent]
     chat_calls = [body for body in bodies if not body.get("tool_choice")]
     assert {body["temperature"] for body in chat_calls} == {1.0}
+
+
+def test_show_lists_a_call_of_a_round_that_failed_as_not_run(cli_process: Invoke) -> None:
+    """The tool call streamed whole (and was shown live), then the stream went bad: the
+    round failed before its batch, and ``show`` says the call never ran."""
+    call = {"index": 0, "id": "call_1", "type": "function"}
+    call["function"] = {"name": "handoff_note", "arguments": '{"message": "cheese is ready"}'}
+    with SSETranscriptServer() as server:
+        server.add(
+            ScriptedResponse.sse(
+                _chunk({"role": "assistant", "content": "Noting."}),
+                _chunk({"tool_calls": [call]}),
+                _chunk({}, "tool_calls"),
+                "{oops",
+                done=False,
+            )
+        )
+        run = cli_process(
+            "run", "Please note: cheese is ready", "--json", "--mode", "chat_agent_tools",
+            "--tool", "handoff_note", "--base-url", server.base_url, "--model", "m-1",
+        )  # fmt: skip
+    assert run.exit_code == 1, run.stderr
+
+    shown = cli_process("sessions", "show", _session_of(run.stdout))
+
+    assert shown.exit_code == 0, shown.stderr
+    assert "⚡ handoff_note call_1 not run" in shown.stdout
