@@ -316,3 +316,64 @@ def test_show_gives_the_text_a_dual_agent_argument_call_wrote_when_not_valid_jso
     assert 'arguments: {"mode": "abs (not valid JSON, as the model wrote them)' in shown.stdout
     assert "invalid arguments: not valid JSON" in shown.stdout
     assert "is a required property" not in shown.stdout
+
+
+@pytest.mark.parametrize(("configured", "sent"), [(None, 0.0), (1.0, 1.0)])
+def test_the_event_agents_argument_calls_use_the_configured_event_temperature(
+    cli_process: Invoke, tmp_path: Path, configured: float | None, sent: float
+) -> None:
+    """Reasoning models (OpenAI's o-series) accept only their default temperature: the
+    event agent's forced calls take ``event_temperature``, the chat calls ``temperature``."""
+    config = tmp_path / "lab.toml"
+    lines = ["temperature = 1.0"] + ([f"event_temperature = {configured}"] if configured else [])
+    config.write_text("\n".join(lines) + "\n")
+    block = f"{EVENT_BLOCK_START}device.volume.adjust{EVENT_BLOCK_END}"
+    forced = {"index": 0, "id": "call_1", "type": "function"}
+    forced["function"] = {
+        "name": "device__volume__adjust",
+        "arguments": '{"mode": "absolute", "value": 20}',
+    }
+    with SSETranscriptServer() as server:
+        server.add(
+            ScriptedResponse.sse(_chunk({"role": "assistant", "content": f"Ok. {block}"})),
+            ScriptedResponse.sse(_chunk({"tool_calls": [forced]}), _chunk({}, "tool_calls")),
+            ScriptedResponse.sse(_chunk({"content": "Done."}, "stop")),
+        )
+        run = cli_process(
+            "run", "Set it.", "--mode", "dual_agent", "--tool", "device.volume.adjust",
+            "--base-url", server.base_url, "--model", "m-1", "--config", str(config),
+        )  # fmt: skip
+        bodies = [request.json() for request in server.requests]
+
+    assert run.exit_code == 0, run.stderr
+    forced_calls = [body for body in bodies if body.get("tool_choice")]
+    assert [body["temperature"] for body in forced_calls] == [sent]
+    chat_calls = [body for body in bodies if not body.get("tool_choice")]
+    assert {body["temperature"] for body in chat_calls} == {1.0}
+
+
+def test_show_lists_a_call_of_a_round_that_failed_as_not_run(cli_process: Invoke) -> None:
+    """The tool call streamed whole (and was shown live), then the stream went bad: the
+    round failed before its batch, and ``show`` says the call never ran."""
+    call = {"index": 0, "id": "call_1", "type": "function"}
+    call["function"] = {"name": "handoff_note", "arguments": '{"message": "cheese is ready"}'}
+    with SSETranscriptServer() as server:
+        server.add(
+            ScriptedResponse.sse(
+                _chunk({"role": "assistant", "content": "Noting."}),
+                _chunk({"tool_calls": [call]}),
+                _chunk({}, "tool_calls"),
+                "{oops",
+                done=False,
+            )
+        )
+        run = cli_process(
+            "run", "Please note: cheese is ready", "--json", "--mode", "chat_agent_tools",
+            "--tool", "handoff_note", "--base-url", server.base_url, "--model", "m-1",
+        )  # fmt: skip
+    assert run.exit_code == 1, run.stderr
+
+    shown = cli_process("sessions", "show", _session_of(run.stdout))
+
+    assert shown.exit_code == 0, shown.stderr
+    assert "⚡ handoff_note call_1 not run" in shown.stdout

@@ -17,6 +17,7 @@ from agent_lab.infrastructure.telemetry.convert import ConvertOptions, turn_span
 from agent_lab.infrastructure.telemetry.export import StoredSession, session_spans
 from agent_lab.infrastructure.telemetry.record import anchors
 from agent_lab.infrastructure.telemetry.spans import NS_PER_MS, SpanData
+from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
 from tests.telemetry.telemetry_support import API_KEY, by_name, children, one, run_turn
 
 CHAT = "chat agent-lab-sim"
@@ -292,3 +293,27 @@ def test_a_turns_anchor_is_its_earliest_write_less_its_offset() -> None:
 def _number(value: object) -> float:
     assert isinstance(value, int | float), value
     return float(value)
+
+
+@pytest.mark.asyncio
+async def test_a_chat_call_cut_short_keeps_what_was_measured_of_it(
+    store: SQLiteSessionStore, tmp_path: Path
+) -> None:
+    """Text, then the stream breaks off with no usage: the chat span still has the
+    provider's TTFT and its first-chunk event, the round its visible TTFT, and the turn
+    says one call reported no usage (its tokens are not in the total)."""
+    words = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello there, "}}]}
+    broken = ScriptedResponse.sse(words, done=False, abort=True)
+    with SSETranscriptServer(broken) as server:
+        async with OpenAICompatibleChatClient(server.base_url, "k", max_retries=0) as cut:
+            turn = await run_turn(cut, store, tmp_path, "chat_agent_tools")
+    assert turn.outputs[-1]["type"] == "error"
+
+    spans = session_spans(store, turn.session_id)
+
+    chat = one(spans, "chat agent-lab-sim")
+    assert isinstance(chat.attributes["agent_lab.ttft.provider_ms"], int)
+    assert chat.attributes["agent_lab.usage.reported"] is False
+    assert "agent_lab.first_chunk" in [event.name for event in chat.events]
+    assert isinstance(one(spans, "round 1").attributes["agent_lab.ttft.visible_ms"], int)
+    assert one(spans, "turn 1").attributes["agent_lab.usage.unreported_calls"] == 1

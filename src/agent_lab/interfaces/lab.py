@@ -193,6 +193,7 @@ class Lab:
             ),
             event_agent=EventAgentParams(
                 model=settings.event_model,
+                temperature=settings.event_temperature,
                 enabled_tools=list(settings.tools),
                 max_event_loops=settings.max_event_loops,
                 max_parallel_events=settings.max_parallel_events,

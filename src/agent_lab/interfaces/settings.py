@@ -78,6 +78,9 @@ class LabSettings(BaseModel):
     max_event_loops: int = Field(default=3, ge=0, le=MAX_EVENT_LOOPS)
     max_parallel_events: int = Field(default=8, ge=1)
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    event_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """The event agent's forced argument calls (0: the same arguments every time; a
+    reasoning model that accepts only its default, such as OpenAI's o-series, wants 1)."""
     max_tokens: int | None = Field(default=None, gt=0)
     system_prompts: list[str] = Field(default_factory=lambda: [DEFAULT_SYSTEM_PROMPT])
     home: Path | None = None

@@ -29,6 +29,7 @@ def chat_call_span(view: RoundView, parent_id: int, round_end_ms: int) -> SpanDa
     if request is None:
         return None
     response = audits.get("chat_agent_response")
+    measured = response if response is not None else _cut_short(record, audits.index)
     start_ms = offset(request, 0)
     end_ms = offset(response, round_end_ms)
     metric = record.metric(f"chat:{record.turn_index}:{audits.index}")
@@ -38,9 +39,9 @@ def chat_call_span(view: RoundView, parent_id: int, round_end_ms: int) -> SpanDa
     attributes = _call_attributes(record, model, role, metric, options)
     attributes[sc.AGENT_NAME] = "chat_agent"
     _request_params(attributes, params)
-    if response is not None:
-        _response_attributes(attributes, response, metric)
-        attributes.update(_chunk_attributes(_as_list(response.get("raw_chunks"))))
+    if measured is not None:
+        _response_attributes(attributes, measured, metric)
+        attributes.update(_chunk_attributes(_as_list(measured.get("raw_chunks"))))
     if options.capture_content:
         detected = audits.every("chat_event_detected")
         attributes.update(content.chat_content(request, response, detected))
@@ -54,8 +55,24 @@ def chat_call_span(view: RoundView, parent_id: int, round_end_ms: int) -> SpanDa
         kind="client",
         status="error" if response is None else "unset",
         status_message="the call did not finish" if response is None else None,
-        events=_stream_events(record, audits, start_ms, response),
+        events=_stream_events(record, audits, start_ms, measured),
     )
+
+
+def _cut_short(record: TurnRecord, round_index: int) -> Mapping[str, Any] | None:
+    """A chat call the turn ended in the middle of, as a response audit would tell it:
+    what was measured until then (its provider TTFT, visible TTFT and usage)."""
+    cut = record.unfinished_call(round_index)
+    if cut is None:
+        return None
+    call = mapping(cut.get("call"))
+    return {
+        "provider_ttft_ms": call.get("provider_ttft_ms"),
+        "visible_ttft_ms": cut.get("visible_ttft_ms"),
+        "usage": call.get("usage"),
+        "usage_reported": call.get("usage") is not None,
+        "timing": {key: call.get(key) for key in ("warmup_ms", "connect_ms")},
+    }
 
 
 def argument_call_span(

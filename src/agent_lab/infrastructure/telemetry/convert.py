@@ -148,8 +148,10 @@ def _round_spans(view: RoundView, turn_id: int, turn_end_ms: int) -> list[SpanDa
     }
     if started is not None and isinstance(started.get("event_budget_remaining"), int):
         attributes[sc.ROUND_BUDGET] = started["event_budget_remaining"]
-    if isinstance(response.get("visible_ttft_ms"), int):
-        attributes[sc.VISIBLE_TTFT_MS] = response["visible_ttft_ms"]
+    cut = record.unfinished_call(audits.index) or {}
+    visible = response.get("visible_ttft_ms", cut.get("visible_ttft_ms"))
+    if isinstance(visible, int):
+        attributes[sc.VISIBLE_TTFT_MS] = visible
     unfinished = finished is None
     round_span = record.span(
         round_id,
@@ -175,6 +177,8 @@ def _sum_usage(model_spans: Sequence[SpanData]) -> dict[str, Any]:
     total = sum(value for value in tokens if isinstance(value, int))
     costs = [span.attributes.get(sc.COST_USD) for span in model_spans]
     summed: dict[str, Any] = {sc.TOTAL_TOKENS: total, "agent_lab.turn.model_calls": len(costs)}
+    unreported = sum(span.attributes.get(sc.USAGE_REPORTED) is False for span in model_spans)
+    summed[sc.UNREPORTED_USAGE_CALLS] = unreported  # their tokens are not in the total
     known = [cost for cost in costs if isinstance(cost, float)]
     if len(known) == len(costs):
         summed[sc.COST_USD] = sum(known)

@@ -76,6 +76,16 @@ class TurnRecord:
     def metric(self, key: str) -> Mapping[str, Any] | None:
         return _metrics_by_key(self.calls).get(key)
 
+    def unfinished_call(self, round_index: int) -> Mapping[str, Any] | None:
+        """What the turn's close measured of the chat call of ``round_index`` it ended
+        in the middle of (``unfinished_call``: ``visible_ttft_ms`` and ``call``)."""
+        for audit in self.audits:
+            if audit.get("event") in ("turn_completed", "session_finished"):
+                cut = details(audit).get("unfinished_call")
+                if isinstance(cut, Mapping) and cut.get("round_index") == round_index:
+                    return cut
+        return None
+
 
 @dataclass
 class RoundAudits:

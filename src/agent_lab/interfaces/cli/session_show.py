@@ -1,9 +1,8 @@
 """``agent-lab sessions show``: every turn with its rounds, tool calls and cost.
 
-Renders the turn records (``TurnRecord`` as JSON values, read through
-``agent_lab.interfaces.turn_views``) and, with ``--explain``, the three columns of
-``agent_lab.interfaces.explain_view``. Calls of an interrupted batch that a later turn
-reported to the model (the record's ``recovered_calls``) are marked uncertain.
+Renders the turn records (``TurnRecord`` JSON values, from ``interfaces.turn_views``)
+and, with ``--explain``, the three columns of ``interfaces.explain_view``. Calls of an
+interrupted batch that a later turn reported (``recovered_calls``) are marked uncertain.
 """
 
 from __future__ import annotations
@@ -181,7 +180,8 @@ def _print_turn(
         said = spoken_text(entry["text"], entry["spoken"])
         if said.strip():
             console.print(Text.assemble(("  assistant› ", "bold green"), said))
-        for event_id in entry["event_ids"]:
+        named = (e["event_id"] for e in record["events"] if e["round_index"] == index)
+        for event_id in dict.fromkeys([*entry["event_ids"], *named]):  # and a failed round's
             key = (index, event_id)
             uncertain = recovered.get((turn, index, event_id))
             raw = written.get((turn, index, event_id))
@@ -253,7 +253,7 @@ def _tool_status(tool: Row | None, uncertain: Row | None) -> str:
         return f"uncertain: {_outcome(uncertain)}"
     if uncertain is not None:  # it ran: the ledger recorded its result
         return f"{uncertain['status']} (recorded before the interruption)"
-    return str((tool or {}).get("status") or "unknown")
+    return str((tool or {}).get("status") or "not run")  # no execution, nothing in the ledger
 
 
 def _misread(raw: str, arguments: object) -> bool:
