@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -377,3 +378,23 @@ def test_show_lists_a_call_of_a_round_that_failed_as_not_run(cli_process: Invoke
 
     assert shown.exit_code == 0, shown.stderr
     assert "⚡ handoff_note call_1 not run" in shown.stdout
+
+
+def test_show_says_a_calls_provider_ttft_spans_its_retries(cli_process: Invoke) -> None:
+    """The first attempt gets HTTP 500, the SDK retries: the call's provider TTFT runs
+    from the first request, so ``show`` says it covers two attempts."""
+    failed = ScriptedResponse.error(500, {"error": {"message": "overloaded"}})
+    answered = ScriptedResponse.sse(_chunk({"role": "assistant", "content": "Hi."}, "stop"))
+    with SSETranscriptServer(failed, answered) as server:
+        run = cli_process(
+            "run", "Hello", "--json", "--mode", "chat_agent_tools",
+            "--base-url", server.base_url, "--model", "m-1",
+        )  # fmt: skip
+    assert run.exit_code == 0, run.stderr
+
+    shown = cli_process("sessions", "show", _session_of(run.stdout))
+
+    assert shown.exit_code == 0, shown.stderr
+    assert re.search(
+        r"chat call chat:1:1 · m-1 · provider TTFT \d+ ms over 2 attempts", shown.stdout
+    )

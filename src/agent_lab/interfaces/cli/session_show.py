@@ -300,18 +300,17 @@ def _arguments(tool: Row | None, event: Row | None) -> str:
 
 def _call_line(call: Row) -> str:
     role = _ROLE_LABELS.get(str(call["role"]), str(call["role"]))
-    usage = call.get("usage")
+    usage, timings = call.get("usage"), call.get("timings") or {}
     tokens = f"{usage['total_tokens']} tok" if usage else "tokens not reported"
-    ttft = (call.get("timings") or {}).get("provider_first_chunk_ms")
-    cold = " · cold" if call.get("cold") else ""
+    ttft, attempts = timings.get("provider_first_chunk_ms"), timings.get("attempts") or 1
     first = f" · provider TTFT {ttft:.0f} ms" if isinstance(ttft, int | float) else ""
+    first += f" over {attempts} attempts" if attempts > 1 else ""  # retries and backoff in it
+    first += " · cold" if call.get("cold") else ""
     cost = call.get("cost") or {}
     price = usd(cost.get("amount_usd"))
     if cost.get("amount_usd") is None and cost.get("unknown_reason"):
         price += f" ({str(cost['unknown_reason']).replace('_', ' ')})"
-    return (
-        f"{role} call {call['metric_key']} · {call.get('model')}{first}{cold} · {tokens} · {price}"
-    )
+    return f"{role} call {call['metric_key']} · {call.get('model')}{first} · {tokens} · {price}"
 
 
 def _text(value: object) -> str:
