@@ -398,3 +398,28 @@ def test_show_says_a_calls_provider_ttft_spans_its_retries(cli_process: Invoke) 
     assert re.search(
         r"chat call chat:1:1 · m-1 · provider TTFT \d+ ms over 2 attempts", shown.stdout
     )
+
+
+def test_show_says_an_event_whose_argument_call_failed_got_none_and_never_ran(
+    cli_process: Invoke,
+) -> None:
+    block = f"{EVENT_BLOCK_START}device.volume.adjust{EVENT_BLOCK_END}"
+    refused = ScriptedResponse.error(400, {"error": {"message": "tool_choice is not supported"}})
+    with SSETranscriptServer() as server:
+        server.add(
+            ScriptedResponse.sse(_chunk({"role": "assistant", "content": f"Ok. {block}"})),
+            refused,
+            ScriptedResponse.sse(_chunk({"content": "That did not work."}, "stop")),
+        )
+        run = cli_process(
+            "run", "Set it.", "--json", "--mode", "dual_agent", "--tool", "device.volume.adjust",
+            "--base-url", server.base_url, "--model", "m-1",
+        )  # fmt: skip
+    assert run.exit_code == 0, run.stderr
+
+    shown = cli_process("sessions", "show", _session_of(run.stdout))
+
+    assert shown.exit_code == 0, shown.stderr
+    assert "arguments: none (argument generation failed: fallback:1:1:evt_" in shown.stdout
+    assert re.search(r"policy \w+ · not run", shown.stdout)
+    assert "resolved by argument" not in shown.stdout

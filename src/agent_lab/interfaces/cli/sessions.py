@@ -34,6 +34,7 @@ from agent_lab.interfaces.cli.render import (
     sessions_table,
     turn_metrics_table,
 )
+from agent_lab.interfaces.cli.session_explain import print_explained
 from agent_lab.interfaces.cli.session_ids import find_session
 from agent_lab.interfaces.cli.session_queries import (
     StatusOption,
@@ -43,11 +44,7 @@ from agent_lab.interfaces.cli.session_queries import (
     parse_age,
     store_settings,
 )
-from agent_lab.interfaces.cli.session_show import (
-    print_explained,
-    print_turns,
-    written_arguments,
-)
+from agent_lab.interfaces.cli.session_show import print_turns, written_arguments
 from agent_lab.interfaces.cli.sessions_otlp import export_otlp
 from agent_lab.interfaces.explain_view import explain_turns
 from agent_lab.interfaces.lab import lab_prices
