@@ -104,3 +104,10 @@ def test_tool_protocol_and_alternating_transcripts_are_sent_unchanged() -> None:
 
     assert [m["role"] for m in sent] == [m.role for m in messages]
     assert len(sent) == len(messages)
+
+
+def test_a_message_sent_again_after_its_turn_failed_goes_once() -> None:
+    """The user repeats the message whose turn failed: the folded run says it once."""
+    sent = _wire([user("Note that the cheese is ready."), user("Note that the cheese is ready.")])
+
+    assert sent == [{"role": "user", "content": "Note that the cheese is ready."}]

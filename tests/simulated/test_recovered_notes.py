@@ -8,6 +8,7 @@ import pytest
 
 from agent_lab.application._modes import DIRECT_MODE, DUAL_MODE
 from agent_lab.application._recovery import RecoveredCall, RecoveredStatus, Recovery
+from agent_lab.infrastructure.simulator.request import ChatRequest
 from tests.simulated.test_conversation import ASK, CALENDAR_RESULT
 from tests.simulated.test_simulated_provider import dual_body, event_names, stream, tool
 
@@ -70,3 +71,27 @@ async def test_dual_mode_reads_the_recovered_results_message(http: httpx.AsyncCl
     result = await stream(http, body)
 
     assert event_names(result.content) == [VOLUME]
+
+
+def test_a_results_note_folded_into_the_users_message_is_read_as_results() -> None:
+    """The client sends user messages in a row as one (roles alternate on the wire):
+    the simulator reads the ``EventAgent results:`` part as the results it was, so a
+    recovered call counts as done and the user's text as the user's."""
+    results = 'EventAgent results:\n{"tool": "handoff_note", "recovered": true}'
+    body = {
+        "messages": [
+            {"role": "user", "content": f"Please note the cheese\n\nis ready\n\n{results}"},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": f"{results}\n\nAnd now?"},
+        ]
+    }
+
+    messages = ChatRequest.model_validate(body).messages
+
+    assert [(m.role, m.is_results, m.text) for m in messages] == [
+        ("user", False, "Please note the cheese\n\nis ready"),
+        ("user", True, results),
+        ("assistant", False, "Noted."),
+        ("user", True, results),
+        ("user", False, "And now?"),
+    ]

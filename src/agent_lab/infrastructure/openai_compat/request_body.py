@@ -77,7 +77,8 @@ def build_chat_request(
 
 def alternating(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``wire`` with each run of plain user (or assistant) messages in a row folded into
-    one, their texts joined by a blank line.
+    one, their texts joined by a blank line (a text the run repeats, as when the user
+    sends again the message whose turn failed, once).
 
     Alternation-strict chat templates (vLLM or llama.cpp serving Mistral, Gemma or
     Llama-2 models) refuse such a run, which a session leaves behind whenever a turn
@@ -89,12 +90,16 @@ def alternating(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not any(a["role"] == b["role"] and _repeats(a, b) for a, b in pairwise(wire)):
         return wire
     folded: list[dict[str, Any]] = []
+    texts: list[str] = []  # of the run being folded
     for message in wire:
         if folded and _repeats(folded[-1], message):
-            texts = (folded[-1]["content"], message["content"])
-            folded[-1] = {"role": message["role"], "content": "\n\n".join(t for t in texts if t)}
+            if message["content"] and message["content"] not in texts:
+                texts.append(message["content"])
+            folded[-1] = {"role": message["role"], "content": "\n\n".join(texts)}
         else:
             folded.append(message)
+            content = message.get("content")
+            texts = [content] if isinstance(content, str) and content else []
     return folded
 
 

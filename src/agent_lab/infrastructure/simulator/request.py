@@ -90,6 +90,14 @@ class ChatRequest(_Lenient):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = None
 
+    @field_validator("messages")
+    @classmethod
+    def _unfold_results(cls, messages: list[Message]) -> list[Message]:
+        """The runtime's client folds user messages in a row into one (for servers that
+        want roles to alternate); the simulator reads an ``EventAgent results:`` part
+        of such a message as the results message it was."""
+        return [part for message in messages for part in _unfolded(message)]
+
     @field_validator("tool_choice")
     @classmethod
     def _check_tool_choice(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
@@ -162,3 +170,18 @@ def _check_forced_tool_offered(request: ChatRequest) -> None:
             f"Invalid value for 'tool_choice': function '{name}' is not in 'tools'.",
             param="tool_choice",
         )
+
+
+def _unfolded(message: Message) -> list[Message]:
+    text = message.content
+    if message.role != "user" or not isinstance(text, str) or RESULTS_PREFIX not in text:
+        return [message]
+    parts: list[Message] = []
+    for part in text.split("\n\n"):
+        results = part.startswith(RESULTS_PREFIX)
+        if not results and parts and not parts[-1].is_results:  # one user text, rejoined
+            parts[-1] = Message(role="user", content=f"{parts[-1].text}\n\n{part}")
+        else:
+            name = EVENT_AGENT_NAME if results else None
+            parts.append(Message(role="user", content=part, name=name))
+    return parts
