@@ -6,12 +6,13 @@ import json
 import re
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent_lab.domain.events import EVENT_BLOCK_END, EVENT_BLOCK_START
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
-from tests.cli.cli_helpers import Invoke
+from tests.cli.cli_helpers import Invoke, Result
 
 SCHEDULE = (
     "Set the volume to 30 and schedule lunch with Sam tomorrow at noon Berlin time, "
@@ -290,26 +291,42 @@ def test_show_separates_the_chat_text_from_a_template_confirmation(cli_process: 
     assert ".Scheduled" not in said
 
 
+def _forced_call(arguments: str) -> ScriptedResponse:
+    """A forced argument call for ``device.volume.adjust`` with ``arguments`` as written."""
+    call = {"index": 0, "id": "call_1", "type": "function"}
+    call["function"] = {"name": "device__volume__adjust", "arguments": arguments}
+    return ScriptedResponse.sse(_chunk({"tool_calls": [call]}), _chunk({}, "tool_calls"))
+
+
+def _dual_volume_run(
+    cli_process: Invoke, forced: ScriptedResponse, *flags: str
+) -> tuple[Result, list[Any]]:
+    """``run "Set it."`` in dual_agent: the chat agent names the volume tool, whose
+    resolver finds no level, so ``forced`` answers the argument call; then a follow-up.
+    The run and the request bodies the provider got."""
+    block = f"{EVENT_BLOCK_START}device.volume.adjust{EVENT_BLOCK_END}"
+    with SSETranscriptServer() as server:
+        server.add(
+            ScriptedResponse.sse(_chunk({"role": "assistant", "content": f"Ok. {block}"})),
+            forced,
+            ScriptedResponse.sse(_chunk({"content": "That did not work."}, "stop")),
+        )
+        run = cli_process(
+            "run", "Set it.", "--json", "--mode", "dual_agent", "--tool", "device.volume.adjust",
+            "--base-url", server.base_url, "--model", "m-1", *flags,
+        )  # fmt: skip
+        bodies = [request.json() for request in server.requests]
+    assert run.exit_code == 0, run.stderr
+    return run, bodies
+
+
 def test_show_gives_the_text_a_dual_agent_argument_call_wrote_when_not_valid_json(
     cli_process: Invoke,
 ) -> None:
     """The volume resolver finds no level in "Set it."; the forced fallback call writes
     broken JSON: the tool fails saying so, and ``show`` gives the text as written."""
 
-    block = f"{EVENT_BLOCK_START}device.volume.adjust{EVENT_BLOCK_END}"
-    broken = {"index": 0, "id": "call_1", "type": "function"}
-    broken["function"] = {"name": "device__volume__adjust", "arguments": '{"mode": "abs'}
-    with SSETranscriptServer() as server:
-        server.add(
-            ScriptedResponse.sse(_chunk({"role": "assistant", "content": f"Ok. {block}"})),
-            ScriptedResponse.sse(_chunk({"tool_calls": [broken]}), _chunk({}, "tool_calls")),
-            ScriptedResponse.sse(_chunk({"content": "That did not work."}, "stop")),
-        )
-        run = cli_process(
-            "run", "Set it.", "--json", "--mode", "dual_agent", "--tool", "device.volume.adjust",
-            "--base-url", server.base_url, "--model", "m-1",
-        )  # fmt: skip
-    assert run.exit_code == 0, run.stderr
+    run, _ = _dual_volume_run(cli_process, _forced_call('{"mode": "abs'))
 
     shown = cli_process("sessions", "show", _session_of(run.stdout))
 
@@ -328,25 +345,9 @@ def test_the_event_agents_argument_calls_use_the_configured_event_temperature(
     config = tmp_path / "lab.toml"
     lines = ["temperature = 1.0"] + ([f"event_temperature = {configured}"] if configured else [])
     config.write_text("\n".join(lines) + "\n")
-    block = f"{EVENT_BLOCK_START}device.volume.adjust{EVENT_BLOCK_END}"
-    forced = {"index": 0, "id": "call_1", "type": "function"}
-    forced["function"] = {
-        "name": "device__volume__adjust",
-        "arguments": '{"mode": "absolute", "value": 20}',
-    }
-    with SSETranscriptServer() as server:
-        server.add(
-            ScriptedResponse.sse(_chunk({"role": "assistant", "content": f"Ok. {block}"})),
-            ScriptedResponse.sse(_chunk({"tool_calls": [forced]}), _chunk({}, "tool_calls")),
-            ScriptedResponse.sse(_chunk({"content": "Done."}, "stop")),
-        )
-        run = cli_process(
-            "run", "Set it.", "--mode", "dual_agent", "--tool", "device.volume.adjust",
-            "--base-url", server.base_url, "--model", "m-1", "--config", str(config),
-        )  # fmt: skip
-        bodies = [request.json() for request in server.requests]
+    valid = '{"mode": "absolute", "value": 20}'
+    _, bodies = _dual_volume_run(cli_process, _forced_call(valid), "--config", str(config))
 
-    assert run.exit_code == 0, run.stderr
     forced_calls = [body for body in bodies if body.get("tool_choice")]
     assert [body["temperature"] for body in forced_calls] == [sent]
     chat_calls = [body for body in bodies if not body.get("tool_choice")]
@@ -403,19 +404,8 @@ def test_show_says_a_calls_provider_ttft_spans_its_retries(cli_process: Invoke) 
 def test_show_says_an_event_whose_argument_call_failed_got_none_and_never_ran(
     cli_process: Invoke,
 ) -> None:
-    block = f"{EVENT_BLOCK_START}device.volume.adjust{EVENT_BLOCK_END}"
     refused = ScriptedResponse.error(400, {"error": {"message": "tool_choice is not supported"}})
-    with SSETranscriptServer() as server:
-        server.add(
-            ScriptedResponse.sse(_chunk({"role": "assistant", "content": f"Ok. {block}"})),
-            refused,
-            ScriptedResponse.sse(_chunk({"content": "That did not work."}, "stop")),
-        )
-        run = cli_process(
-            "run", "Set it.", "--json", "--mode", "dual_agent", "--tool", "device.volume.adjust",
-            "--base-url", server.base_url, "--model", "m-1",
-        )  # fmt: skip
-    assert run.exit_code == 0, run.stderr
+    run, _ = _dual_volume_run(cli_process, refused)
 
     shown = cli_process("sessions", "show", _session_of(run.stdout))
 
