@@ -82,9 +82,12 @@ def browser() -> Iterator[Browser]:
         chromium.close()
 
 
-def lab_page(browser: Browser, lab: ServedLab) -> Iterator[Page]:
-    """A fresh page on the lab once its tool list is loaded; a page error fails the test."""
+def lab_page(browser: Browser, lab: ServedLab, init_script: str | None = None) -> Iterator[Page]:
+    """A fresh page on the lab once its tool list is loaded; a page error fails the test.
+    ``init_script`` runs in every document before the page's own scripts."""
     context = browser.new_context(viewport=VIEWPORT)
+    if init_script is not None:
+        context.add_init_script(init_script)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))

@@ -19,7 +19,7 @@ from playwright.sync_api import Browser, Locator, Page, expect
 from agent_lab.application.pricing import Price, format_usd
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
-from tests.web.test_browser import VIEWPORT, browser, send, wait_turn_done
+from tests.web.test_browser import browser, lab_page, send, wait_turn_done
 from tests.web.test_live_tokens_browser import RECORD_HEADER, delta, orders_registry, tool_call
 from tests.web.web_support import ServedLab, served
 
@@ -76,16 +76,7 @@ def lab(tmp_path: Path) -> Iterator[ServedLab]:
 
 @pytest.fixture
 def page(browser: Browser, lab: ServedLab) -> Iterator[Page]:
-    context = browser.new_context(viewport=VIEWPORT)
-    context.add_init_script(RECORD_HEADER)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(lab.base_url + "/")
-    expect(page.locator("#tool-list input")).not_to_have_count(0)
-    yield page
-    context.close()
-    assert errors == []
+    yield from lab_page(browser, lab, RECORD_HEADER)
 
 
 def chip(root: Locator, label: str) -> Locator:
