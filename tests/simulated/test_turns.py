@@ -116,6 +116,29 @@ async def test_each_requested_action_runs_once_per_turn(
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Search for sqlite wal and set the volume to 20",
+        "Take a note that the customer wants a refund",
+    ],
+)
+async def test_both_modes_give_the_tools_the_same_arguments(
+    chat_client: OpenAICompatibleChatClient, tmp_path: Path, message: str
+) -> None:
+    """The lab compares the modes on one conversation: the event agent's resolvers must
+    pass the tools what the model passes them in ``chat_agent_tools``, or the two
+    sessions do different things."""
+    payloads = {}
+    for mode in MODES:
+        outputs, _ = await run_turn(chat_client, tmp_path / mode, mode, message)
+        payloads[mode] = sorted(results(outputs), key=lambda result: str(result["name"]))
+
+    assert payloads["dual_agent"] == payloads["chat_agent_tools"]
+    assert payloads["dual_agent"]
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("mode", MODES)
 async def test_final_answer_states_what_the_tools_returned(
     chat_client: OpenAICompatibleChatClient, tmp_path: Path, mode: ToolInvocationMode

@@ -28,12 +28,9 @@ from agent_lab.application.builtin_backends import (
     Note,
     SearchHit,
 )
-from agent_lab.application.builtin_tools import (
-    builtin_tool_definitions,
-    parse_volume_request,
-    search_query,
-)
+from agent_lab.application.builtin_tools import builtin_tool_definitions, parse_volume_request
 from agent_lab.application.events import ResultPolicy
+from agent_lab.application.request_text import note_text, search_query
 from agent_lab.application.tools import (
     ToolExecutionContext,
     ToolOutcome,
@@ -200,18 +197,37 @@ async def test_handoff_note_rejects_a_blank_note(registry: ToolRegistry) -> None
 @pytest.mark.parametrize(
     ("messages", "expected"),
     [
-        ([("user", "u1"), ("assistant", "a1"), ("user", "u2"), ("assistant", "  ")], "a1"),
+        (
+            [("user", "Take a note that the customer wants a refund."), ("assistant", "Noted.")],
+            "The customer wants a refund",
+        ),
+        ([("user", "u1"), ("assistant", "a1"), ("user", "u2"), ("assistant", "  ")], "u2"),
         ([("user", "only the user spoke"), ("assistant", "")], "only the user spoke"),
         ([("user", "first"), ("user", "second")], "second"),
     ],
 )
-async def test_handoff_note_resolves_the_latest_assistant_then_user_text(
+async def test_handoff_note_resolves_the_users_request_not_the_assistants_acknowledgement(
     registry: ToolRegistry, messages: list[tuple[str, str]], expected: str
 ) -> None:
     resolved = await registry.resolve_arguments(call("handoff_note"), history(*messages))
 
     assert resolved == {"message": expected}
     assert registry.validation_error("handoff_note", resolved) is None
+
+
+@pytest.mark.parametrize(
+    ("message", "note"),
+    [
+        ("Take a note that the customer wants a refund.", "The customer wants a refund"),
+        ("please note down: call Dana back tomorrow. Thanks!", "Call Dana back tomorrow"),
+        ("Note that the VPN is down and set the volume to 20", "The VPN is down"),
+        ("Set the volume to 20, then hand it off to a colleague: Dana called", "Dana called"),
+        ("Hand this off to a colleague", "Hand this off to a colleague"),
+        ("The printer is broken.", "The printer is broken."),
+    ],
+)
+def test_the_note_resolver_keeps_what_the_colleague_needs_to_know(message: str, note: str) -> None:
+    assert note_text(message) == note
 
 
 @pytest.mark.asyncio
@@ -1006,6 +1022,11 @@ async def test_first_use_of_the_shared_tools_file_by_concurrent_handlers_never_f
         ("Can you google the weather in Oslo, and then summarize it.", "weather in Oslo"),
         ("What is WAL mode?", "What is WAL mode?"),
         ("search", "search"),
+        ("What is full-text search?", "What is full-text search?"),
+        ("Search for sqlite wal and set the volume to 20", "sqlite wal"),
+        ("Set the volume to 20 and search for sqlite wal.", "sqlite wal"),
+        ("search the web for salt and pepper", "salt and pepper"),
+        ("Hi. Please look up BM25 ranking, then schedule a review", "BM25 ranking"),
     ],
 )
 def test_the_search_resolver_leaves_the_asking_out_of_the_query(message: str, query: str) -> None:

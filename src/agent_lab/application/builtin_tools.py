@@ -25,7 +25,6 @@ A handler that refuses its input, or whose backend fails, raises ``BuiltinToolEr
 from __future__ import annotations
 
 import functools
-import re
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,7 @@ from agent_lab.application.builtin_volume import (
     volume_tool,
 )
 from agent_lab.application.events import ResultPolicy
+from agent_lab.application.request_text import note_text, search_query
 from agent_lab.application.tools import ToolDefinition, ToolExecutionContext, ToolPayload
 from agent_lab.domain.events import ToolCallEvent
 
@@ -141,8 +141,8 @@ def _handoff_note_tool(notes: NoteBook) -> ToolDefinition:
 
 
 def _resolve_handoff_note(event: ToolCallEvent, context: ToolExecutionContext) -> dict[str, Any]:
-    message = context.latest_text("assistant") or context.latest_text("user")
-    return {"message": message} if message else {}
+    message = context.latest_text("user")
+    return {"message": note_text(message)} if message else {}
 
 
 # --- knowledge.web.search -----------------------------------------------------------
@@ -184,33 +184,6 @@ def _web_search_tool(backend: SearchBackend) -> ToolDefinition:
 def _resolve_web_search(event: ToolCallEvent, context: ToolExecutionContext) -> dict[str, Any]:
     message = context.latest_text("user")
     return {"query": search_query(message)} if message else {}
-
-
-def search_query(message: str) -> str:
-    """What to search for in a user's request: the message without the asking around it
-    (``"Search the local corpus for SQLite WAL and tell me about it."`` → ``"SQLite
-    WAL"``), as a model writing the query would; the whole message when nothing is left."""
-    text = " ".join(message.split())
-    query = _ASK_TO_SEARCH.sub("", text, count=1)
-    query = _AFTER_QUERY.sub("", query).strip()
-    return query or text.strip()
-
-
-_ASK_TO_SEARCH = re.compile(
-    r"^(?:(?:please|can\s+you|could\s+you|would\s+you|now)[,\s]+)*"
-    r"(?:search|look\s+up|look\s+for|find|google)\b"
-    r"(?:\s+(?:the|my|our))?(?:\s+(?:local\s+)?(?:corpus|web|internet|docs|documents|index))?"
-    r"(?:\s+(?:for|about|on))?\s*",
-    re.IGNORECASE,
-)
-"""A request to search at the start of a message."""
-_AFTER_QUERY = re.compile(
-    r"(?:,?\s+(?:and\s+then|and|then)\s+(?:tell|show|give|summari[sz]e|explain)\b.*)?"
-    r"[\s.!,;:]*$",
-    re.IGNORECASE,
-)
-"""What follows the query: "and tell me about it", and closing punctuation (a question
-keeps its question mark)."""
 
 
 # --- calendar.schedule.create -------------------------------------------------------
