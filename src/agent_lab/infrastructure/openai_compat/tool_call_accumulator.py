@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.events import CutOffToolCall, ToolCallEvent
 
 NameResolver = Callable[[str], str]
 """Maps a provider function name back to the registry name."""
@@ -111,8 +111,14 @@ class ToolCallAccumulator:
             function.get("arguments"),
         )
 
-    def drain(self) -> list[ToolCallEvent]:
+    def drain(self, cut_off: str | None = None) -> list[ToolCallEvent]:
         """Returns the calls not returned before, in index order, and marks them returned.
+
+        Args:
+            cut_off: The ``finish_reason`` that stopped the answer (``length``,
+                ``content_filter``), if one did: the last call, the one being written,
+                comes out as a ``CutOffToolCall`` unless its arguments are a whole
+                JSON object (the calls before it were finished).
 
         Returns:
             The complete calls; calls that never received a name are dropped.
@@ -127,6 +133,9 @@ class ToolCallAccumulator:
             call.emitted = True
             if call.name:
                 events.append(self._finish(call))
+        named = [call for call in pending if call.name]
+        if cut_off is not None and named and not _whole_arguments(named[-1]):
+            events[-1] = CutOffToolCall.of(events[-1], cut_off)
         return events
 
     def _route(self, index: int | None, call_id: str | None, name: str | None) -> _PartialCall:
@@ -201,6 +210,17 @@ def _final_arguments(call: _PartialCall) -> tuple[dict[str, Any], str]:
     except orjson.JSONDecodeError:
         value = _lenient(raw)
     return (value, raw) if isinstance(value, dict) else ({}, raw)
+
+
+def _whole_arguments(call: _PartialCall) -> bool:
+    """Whether the call's arguments so far are a complete JSON object."""
+    raw = "".join(call.fragments)
+    if not raw.strip():
+        return call.object_arguments is not None
+    try:
+        return isinstance(json.loads(raw, strict=False), dict)
+    except ValueError:
+        return False
 
 
 def _lenient(raw: str) -> object:

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from agent_lab.application.pricing import PriceTable, cost_breakdown, format_usd
 from agent_lab.application.session_store import SessionStore
-from agent_lab.interfaces.cli.render import short
+from agent_lab.interfaces.cli.render import cut_off_text, short
 
 Row = Mapping[str, Any]
 _ROLE_LABELS = {
@@ -178,6 +178,9 @@ def _print_turn(
         said = spoken_text(entry["text"], entry["spoken"])
         if said.strip():
             console.print(Text.assemble(("  assistant› ", "bold green"), said))
+        cut_off = cut_off_text(entry.get("cut_off"))
+        if cut_off is not None:
+            console.print(Text(f"  {cut_off}", style="bold yellow"))
         named = (e["event_id"] for e in record["events"] if e["round_index"] == index)
         for event_id in dict.fromkeys([*entry["event_ids"], *named]):  # and a failed round's
             key = (index, event_id)
