@@ -4,14 +4,16 @@ error page."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from agent_lab.application.contracts import AgentParams
+from agent_lab.domain.errors import ProviderDeadlineExceeded, ProviderHTTPError
 from agent_lab.domain.events import CutOffToolCall
 from agent_lab.infrastructure.chat_client import OpenAICompatibleChatClient
-from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
+from agent_lab.testing.sse_server import Pause, ScriptedResponse, SSETranscriptServer
 from tests.infrastructure.conftest import Collect
 from tests.infrastructure.test_chat_client_http import KEY
 
@@ -82,3 +84,84 @@ async def test_a_call_whose_arguments_closed_before_the_cut_is_whole(collect: Co
     async with SSETranscriptServer(body) as server, _client(server.base_url) as chat:
         (only,) = _calls(await collect(chat, tools=TOOLS))
     assert not isinstance(only, CutOffToolCall)
+
+
+# --- a 5xx whose retries run past the deadline ------------------------------------------
+
+_OVERLOADED = {"error": {"message": f"model overloaded for key {KEY}", "type": "server_error"}}
+
+
+def _slow_503(delay: float) -> ScriptedResponse:
+    """A 503 with no ``Retry-After``, answered after ``delay`` seconds."""
+    return ScriptedResponse(
+        status=503,
+        body=json.dumps(_OVERLOADED).encode(),
+        content_type="application/json",
+        delay=delay,
+    )
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("deadlines", "delay"),
+    [
+        pytest.param({"timeout": 2.0}, 0.9, id="idle-during-a-retry"),
+        pytest.param({"timeout": 1.0}, 0.8, id="idle-during-the-backoff"),
+        pytest.param({"timeout": 60.0, "total_timeout": 2.0}, 0.9, id="total"),
+    ],
+)
+async def test_a_5xx_whose_retries_outlast_the_deadline_is_reported_as_the_5xx(
+    deadlines: dict[str, float], delay: float
+) -> None:
+    """Every answer is a 503 and the SDK's backoff or its next attempt runs past the
+    deadline: the call fails with the provider's 503 and its message (the key
+    masked), not with "it sent no content"."""
+    async with (
+        SSETranscriptServer(*[_slow_503(delay)] * 3) as server,
+        _client(server.base_url, max_retries=2, **deadlines) as chat,
+    ):
+        with pytest.raises(ProviderHTTPError) as info:
+            _ = [item async for item in chat.stream_chat([], [], AgentParams(model="m"))]
+    assert info.value.status == 503
+    assert str(info.value) == "provider returned HTTP 503: model overloaded for key ***"
+    assert info.value.failure_reason == "provider_error:http_503"
+    assert KEY not in repr(info.value.__cause__) + repr(info.value.__context__)
+
+
+@pytest.mark.asyncio
+async def test_a_provider_that_never_answers_is_still_an_idle_timeout() -> None:
+    """No error answer came at all: the deadline is what ended the call."""
+    silent = ScriptedResponse.sse(_chunk({"content": "late"}), delay=3.0)
+    async with (
+        SSETranscriptServer(silent) as server,
+        _client(server.base_url, max_retries=2, timeout=1.0) as chat,
+    ):
+        with pytest.raises(ProviderDeadlineExceeded) as info:
+            _ = [item async for item in chat.stream_chat([], [], AgentParams(model="m"))]
+    assert info.value.deadline == "idle"
+
+
+@pytest.mark.asyncio
+async def test_a_5xx_then_an_answer_within_the_deadline_is_retried(collect: Collect) -> None:
+    answer = ScriptedResponse.sse(_chunk({"content": "Recovered."}, "stop"))
+    async with (
+        SSETranscriptServer(_slow_503(0.0), answer) as server,
+        _client(server.base_url, max_retries=2, timeout=10.0) as chat,
+    ):
+        items = await collect(chat)
+        assert server.request_count == 2
+    assert [item.content for item in items if item.kind == "message_delta"] == ["Recovered."]
+
+
+@pytest.mark.asyncio
+async def test_a_retry_that_answers_and_then_stalls_is_an_idle_timeout() -> None:
+    """A 503, then an answer whose stream sends nothing: the 503 was outlived, so the
+    deadline that passes in the stream is reported as the timeout it is."""
+    stalled = ScriptedResponse(chunks=(Pause(5.0),))
+    async with (
+        SSETranscriptServer(_slow_503(0.0), stalled) as server,
+        _client(server.base_url, max_retries=2, timeout=1.5) as chat,
+    ):
+        with pytest.raises(ProviderDeadlineExceeded) as info:
+            _ = [item async for item in chat.stream_chat([], [], AgentParams(model="m"))]
+    assert info.value.deadline == "idle"
