@@ -165,3 +165,48 @@ async def test_a_retry_that_answers_and_then_stalls_is_an_idle_timeout() -> None
         with pytest.raises(ProviderDeadlineExceeded) as info:
             _ = [item async for item in chat.stream_chat([], [], AgentParams(model="m"))]
     assert info.value.deadline == "idle"
+
+
+# --- tool calls without ids --------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "fragments",
+    [
+        pytest.param(
+            [
+                [{"index": 0, "function": {"name": "f", "arguments": '{"x": 1}'}}],
+                [{"index": 1, "function": {"name": "f", "arguments": '{"x": 2}'}}],
+            ],
+            id="distinct-indexes",
+        ),
+        pytest.param(
+            [
+                [
+                    {"function": {"name": "f", "arguments": '{"x": 1}'}},
+                    {"function": {"name": "f", "arguments": '{"x": 2}'}},
+                ]
+            ],
+            id="no-index-one-delta",
+        ),
+        pytest.param(
+            [
+                [{"index": 0, "function": {"name": "f", "arguments": '{"x": 1}'}}],
+                [{"index": 0, "function": {"name": "f", "arguments": '{"x": 2}'}}],
+            ],
+            id="one-index-two-deltas",
+        ),
+    ],
+)
+async def test_tool_calls_without_ids_are_separate_calls_with_their_own_ids(
+    collect: Collect, fragments: list[list[dict[str, Any]]]
+) -> None:
+    body = ScriptedResponse.sse(
+        *(_chunk({"tool_calls": delta}) for delta in fragments), _chunk({}, "tool_calls")
+    )
+    async with SSETranscriptServer(body) as server, _client(server.base_url) as chat:
+        calls = _calls(await collect(chat, tools=TOOLS))
+    assert [call.arguments for call in calls] == [{"x": 1}, {"x": 2}]
+    assert len({call.id for call in calls}) == 2
+    assert all(call.id.startswith("call_") for call in calls)
