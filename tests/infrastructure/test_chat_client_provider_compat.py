@@ -210,3 +210,31 @@ async def test_tool_calls_without_ids_are_separate_calls_with_their_own_ids(
     assert [call.arguments for call in calls] == [{"x": 1}, {"x": 2}]
     assert len({call.id for call in calls}) == 2
     assert all(call.id.startswith("call_") for call in calls)
+
+
+# --- content as typed parts --------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_content_sent_as_typed_parts_is_shown_as_its_text(collect: Collect) -> None:
+    body = ScriptedResponse.sse(
+        _chunk({"content": [{"type": "text", "text": "Hello, "}]}),
+        _chunk({"content": [{"type": "text", "text": "wide "}, {"type": "text", "text": "world"}]}),
+        _chunk({"content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}),
+        _chunk({"content": [{"type": "text", "text": "."}]}, "stop"),
+    )
+    async with SSETranscriptServer(body) as server, _client(server.base_url) as chat:
+        items = await collect(chat)
+    shown = [item.content for item in items if item.kind == "message_delta"]
+    assert "".join(shown) == "Hello, wide world."
+
+
+@pytest.mark.asyncio
+async def test_typed_text_parts_can_carry_an_event_block(collect: Collect) -> None:
+    """Without tools the parts' text is read for inline event blocks like any text."""
+    parts = [{"type": "text", "text": "On it. <event>handoff_note</event>"}]
+    body = ScriptedResponse.sse(_chunk({"content": parts}), _chunk({}, "stop"))
+    async with SSETranscriptServer(body) as server, _client(server.base_url) as chat:
+        items = await collect(chat)
+    assert "".join(i.content for i in items if i.kind == "message_delta") == "On it. "
+    assert [i.event.name for i in items if i.kind == "text_event" and i.event] == ["handoff_note"]

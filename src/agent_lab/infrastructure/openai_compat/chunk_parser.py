@@ -178,6 +178,10 @@ class ChunkStream:
             content = delta.get("content")
             if content and isinstance(content, str):
                 self._content(content, items)
+            elif content and isinstance(content, list):  # typed parts: their text
+                text = _text_parts(content)
+                if text:
+                    self._content(text, items)
             tool_calls = delta.get("tool_calls")
             if tool_calls and isinstance(tool_calls, list):
                 for call in tool_calls:
@@ -221,6 +225,18 @@ class ChunkStream:
         cut_off = reason if reason in CUT_OFF_REASONS else None
         calls = self._calls.drain(cut_off)
         items.extend(StreamItem.provider_tool_call(call) for call in calls)
+
+
+def _text_parts(parts: list[Any]) -> str:
+    """The text of ``content`` sent as a list of typed parts (``[{"type": "text",
+    "text": "..."}]``, as some servers stream it); parts of other types carry no text."""
+    return "".join(
+        part["text"]
+        for part in parts
+        if isinstance(part, dict)
+        and part.get("type", "text") in ("text", "output_text")
+        and isinstance(part.get("text"), str)
+    )
 
 
 def token_usage(usage: dict[str, Any]) -> TokenUsage:
