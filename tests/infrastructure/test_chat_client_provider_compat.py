@@ -238,3 +238,102 @@ async def test_typed_text_parts_can_carry_an_event_block(collect: Collect) -> No
         items = await collect(chat)
     assert "".join(i.content for i in items if i.kind == "message_delta") == "On it. "
     assert [i.event.name for i in items if i.kind == "text_event" and i.event] == ["handoff_note"]
+
+
+# --- an HTML error page ------------------------------------------------------------------
+
+_PADDING = "<!-- a padding to disable MSIE and Chrome friendly error page -->\r\n"
+NGINX_502 = (
+    "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.25.3</center>\r\n"
+    + _PADDING * 30
+    + "</body>\r\n</html>\r\n"
+)
+
+
+def _page(status: int, html: str, content_type: str = "text/html") -> ScriptedResponse:
+    return ScriptedResponse(status=status, body=html.encode(), content_type=content_type)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("content_type", ["text/html", "text/plain"])
+async def test_an_html_error_page_is_reported_by_its_title(
+    collect: Collect, content_type: str
+) -> None:
+    """nginx's 2 KB 502 page reads as its title, whatever content type it came with."""
+    assert len(NGINX_502) > 2000
+    async with (
+        SSETranscriptServer(_page(502, NGINX_502, content_type)) as server,
+        _client(server.base_url, max_retries=0) as chat,
+    ):
+        with pytest.raises(ProviderHTTPError) as info:
+            await collect(chat)
+    assert str(info.value) == (
+        "provider returned HTTP 502: 502 Bad Gateway: nginx/1.25.3 (an HTML page)"
+    )
+    assert info.value.failure_reason == "provider_error:http_502"
+
+
+@pytest.mark.asyncio
+async def test_an_html_page_without_a_title_gives_its_first_text_cut_short(
+    collect: Collect,
+) -> None:
+    words = " ".join(f"word{n}" for n in range(100))
+    html = f"<!DOCTYPE html><html><body><script>var x = 1;</script><p>{words}</p></body></html>"
+    async with (
+        SSETranscriptServer(_page(503, html)) as server,
+        _client(server.base_url, max_retries=0) as chat,
+    ):
+        with pytest.raises(ProviderHTTPError) as info:
+            await collect(chat)
+    message = info.value.provider_message
+    assert message.startswith("word0 word1 word2") and message.endswith("… (an HTML page)")
+    assert "var x" not in message and "<" not in message
+    assert len(message) <= 200 + len(" (an HTML page)")
+
+
+@pytest.mark.asyncio
+async def test_a_key_echoed_in_an_html_error_page_is_masked(collect: Collect) -> None:
+    html = (
+        f"<html><head><title>Forbidden</title></head><body><h1>Forbidden</h1>"
+        f"<p>The key {KEY} is not allowed here.</p>{_PADDING * 10}</body></html>"
+    )
+    async with (
+        SSETranscriptServer(_page(403, html)) as server,
+        _client(server.base_url, max_retries=0) as chat,
+    ):
+        with pytest.raises(ProviderHTTPError) as info:
+            await collect(chat)
+    assert str(info.value) == (
+        "provider returned HTTP 403: Forbidden: The key *** is not allowed here. (an HTML page)"
+    )
+    assert KEY not in repr(info.value.__cause__)
+
+
+@pytest.mark.asyncio
+async def test_a_plain_text_error_body_is_still_given_as_written(collect: Collect) -> None:
+    body = ScriptedResponse.error(500, "upstream <b>timeout</b> after 30 s")
+    async with (
+        SSETranscriptServer(body) as server,
+        _client(server.base_url, max_retries=0) as chat,
+    ):
+        with pytest.raises(ProviderHTTPError) as info:
+            await collect(chat)
+    assert info.value.provider_message == "upstream <b>timeout</b> after 30 s"
+
+
+@pytest.mark.asyncio
+async def test_a_key_where_the_html_summary_is_cut_leaves_no_part_of_it(
+    collect: Collect,
+) -> None:
+    """The page is masked before it is cut: a key across the cut cannot leave its
+    first characters behind, unrecognised."""
+    html = f"<html><body><p>{'x' * 190} {KEY} and more</p></body></html>"
+    async with (
+        SSETranscriptServer(_page(502, html)) as server,
+        _client(server.base_url, max_retries=0) as chat,
+    ):
+        with pytest.raises(ProviderHTTPError) as info:
+            await collect(chat)
+    assert KEY[:6] not in str(info.value)
+    assert "***" in str(info.value)
