@@ -39,6 +39,8 @@ def test_chat_and_show_say_the_answer_was_cut_off_and_why(cli: Invoke, reason: s
     shown = cli("sessions", "show", session_id)
     assert shown.exit_code == 0, shown.stderr
     assert _WHY[reason] in shown.stdout
+    call_line = next(line for line in shown.stdout.splitlines() if "chat call chat:1:1" in line)
+    assert f"· cut off ({reason}) ·" in call_line
 
 
 def test_a_finished_answer_says_nothing_of_a_cut(cli: Invoke) -> None:

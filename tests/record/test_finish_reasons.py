@@ -26,6 +26,7 @@ from tests.record.record_support import (
     request,
     run_once,
     tool_results,
+    with_events,
 )
 
 
@@ -211,3 +212,37 @@ def test_a_store_file_of_the_version_before_gains_the_column(tmp_path: Path) -> 
     conn = sqlite3.connect(database)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 4
     conn.close()
+
+
+@pytest.mark.asyncio
+async def test_a_forced_argument_call_cut_off_by_length_runs_no_tool(
+    sse_server: SSETranscriptServer, tmp_path: Path
+) -> None:
+    """dual_agent: the event agent's forced call ran out of tokens mid-arguments: the
+    tool does not run with half of them, and the argument call keeps its finish reason."""
+    cut = {"index": 0, "id": "call_arg", "function": {"name": "notes_add", "arguments": '{"no'}}
+    sse_server.add(with_events("Noting it.", "notes_add"), _cut_tool_calls(cut), answer("No."))
+    ran: list[dict[str, Any]] = []
+    outputs, live, session_id = await run_once(
+        sse_server.base_url,
+        tmp_path / "lab.sqlite3",
+        request("dual_agent", ["notes_add"], "note: buy milk"),
+        notes_tool(ran),
+    )
+
+    assert ran == []
+    [result] = [o["message"]["content"] for o in outputs if o["type"] == "tool_result"]
+    assert json.loads(result)["error"] == (
+        "argument generation failed: cut off: the answer reached its max_tokens limit"
+        " before the call's arguments were complete"
+    )
+    (record,) = live.records()
+    (argument_call,) = [c for c in record.model_calls if c.role == "argument_generation"]
+    assert argument_call.finish_reason == "length"
+    assert record.rounds[0].cut_off is None  # the chat answer itself was whole
+    with SQLiteSessionStore(tmp_path / "lab.sqlite3") as store:
+        calls = store.usage_summary(session_id)["calls"]
+    finish = {
+        c["call_kind"]: c["finish_reason"] for c in calls if c["call_kind"] != "tool_execution"
+    }
+    assert finish == {"chat": "stop", "argument_generation": "length"}

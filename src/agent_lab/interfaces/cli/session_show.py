@@ -314,6 +314,8 @@ def _call_line(call: Row) -> str:
     first = f" · provider TTFT {ttft:.0f} ms" if isinstance(ttft, int | float) else ""
     first += f" over {attempts} attempts" if attempts > 1 else ""  # retries and backoff in it
     first += " · cold" if call.get("cold") else ""
+    if call.get("finish_reason") in ("length", "content_filter"):
+        first += f" · cut off ({call['finish_reason']})"
     cost = call.get("cost") or {}
     price = usd(cost.get("amount_usd"))
     if cost.get("amount_usd") is None and cost.get("unknown_reason"):
