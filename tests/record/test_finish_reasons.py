@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agent_lab.application._metrics import ModelCall
 from agent_lab.application.session_store import CallMetric
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.infrastructure.sqlite import schema
@@ -246,3 +247,31 @@ async def test_a_forced_argument_call_cut_off_by_length_runs_no_tool(
         c["call_kind"]: c["finish_reason"] for c in calls if c["call_kind"] != "tool_execution"
     }
     assert finish == {"chat": "stop", "argument_generation": "length"}
+
+
+@pytest.mark.parametrize("as_text", [True, False], ids=["json-texts", "dicts"])
+def test_a_client_whose_streams_do_not_say_gives_the_finish_reason_of_its_chunks(
+    as_text: bool,
+) -> None:
+    """Test doubles yield plain items: the reason comes from the last chunks kept (a usage
+    chunk may follow the one with the ``finish_reason``)."""
+    call = ModelCall(model="m")
+    chunks = [
+        _chunk({"content": "Cut"}),
+        _chunk({}, "length"),
+        {"choices": [], "usage": USAGE},
+    ]
+    for chunk in chunks:
+        call.add_chunk(chunk, json.dumps(chunk).encode() if as_text else None)
+    call.observe(object(), first_of_client=False)
+    assert call.finish_reason == "length"
+
+
+def test_a_stream_that_says_none_is_taken_at_its_word() -> None:
+    class Told:
+        finish_reason = None
+
+    call = ModelCall(model="m")
+    call.add_chunk(_chunk({}, "stop"), None)
+    call.observe(Told(), first_of_client=False)
+    assert call.finish_reason is None

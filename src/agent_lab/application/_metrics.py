@@ -81,8 +81,11 @@ class ModelCall:
         reported = getattr(stream, "usage", None)
         if self.usage is None and isinstance(reported, TokenUsage):
             self.usage = reported  # a stream that broke off after its usage report
-        finish = getattr(stream, "finish_reason", None)
-        self.finish_reason = finish if isinstance(finish, str) else self._chunk_finish_reason()
+        finish = getattr(stream, "finish_reason", _NOT_TOLD)
+        if finish is None or isinstance(finish, str):
+            self.finish_reason = finish
+        else:  # a client whose streams do not say (test doubles): the chunks do
+            self.finish_reason = self._chunk_finish_reason()
 
     def _chunk_finish_reason(self) -> str | None:
         """The ``finish_reason`` of the last chunks kept (a client that reports none
@@ -168,6 +171,7 @@ class ModelCall:
 
 _MARK = struct.Struct("=Qd")
 """A raw chunk's mark: where its JSON text ends, and when it arrived."""
+_NOT_TOLD = object()
 _FINISH_LOOKBACK = 4
 """How many chunks from the end a ``finish_reason`` is looked for in."""
 
