@@ -215,6 +215,9 @@ def _complete(call: _PartialCall) -> bool:
     servers send before the real fragments does not count)."""
     if call.fragments == ["{}"]:
         return False
+    tail = next((fragment for fragment in reversed(call.fragments) if fragment.strip()), "")
+    if tail and not tail.rstrip().endswith("}"):
+        return False  # cheap: most fragments of a call in progress end otherwise
     return _whole_arguments(call)
 
 
