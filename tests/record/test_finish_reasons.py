@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agent_lab.application._interrupted import answered_chat_metrics
 from agent_lab.application._metrics import ModelCall
 from agent_lab.application.session_store import CallMetric
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
@@ -275,3 +276,18 @@ def test_a_stream_that_says_none_is_taken_at_its_word() -> None:
     call.add_chunk(_chunk({}, "stop"), None)
     call.observe(Told(), first_of_client=False)
     assert call.finish_reason is None
+
+
+def test_the_metric_of_an_answered_call_of_a_killed_turn_keeps_its_finish_reason() -> None:
+    """A turn whose process died is closed from its audits: the chat call that had
+    answered gets the metric the live turn would have written, finish reason included."""
+    audit = {
+        "event": "chat_agent_response",
+        "details": {
+            "round_index": 1,
+            "tool_invocation_mode": "dual_agent",
+            "call": {"metric_key": "chat:1:1", "model": "m", "finish_reason": "length"},
+        },
+    }
+    (metric,) = answered_chat_metrics(1, [audit])
+    assert metric.finish_reason == "length"
