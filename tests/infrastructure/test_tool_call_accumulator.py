@@ -211,3 +211,49 @@ def test_an_id_without_index_then_with_one_stays_one_call() -> None:
         {"id": "call_1", "function": fn("note", '{"a":')},
         {"index": 3, "id": "call_1", "function": fn(arguments=" 1}")},
     ) == [("call_1", "note", {"a": 1}, '{"a": 1}')]
+
+
+def test_calls_without_ids_at_distinct_indexes_stay_distinct() -> None:
+    """Some llama.cpp/Ollama builds send no ids: the index alone tells the calls apart."""
+    assert accumulate(
+        {"index": 0, "function": fn("get_weather", '{"city": "Paris"}')},
+        {"index": 1, "function": fn("get_weather", '{"city": "Rome"}')},
+    ) == [
+        ("gen_0", "get_weather", {"city": "Paris"}, '{"city": "Paris"}'),
+        ("gen_1", "get_weather", {"city": "Rome"}, '{"city": "Rome"}'),
+    ]
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param({}, id="no-index"),
+        pytest.param({"index": 0}, id="one-index"),
+    ],
+)
+def test_whole_calls_of_one_tool_without_ids_or_distinct_indexes_are_separate(
+    where: dict[str, Any],
+) -> None:
+    """Each call sent whole, one after the other, with no id and no index of its own:
+    each is its own call with its own generated id (they used to run as one call with
+    the two argument texts glued together, ``{"a":1}{"a":2}``)."""
+    assert accumulate(
+        {**where, "function": fn("get_weather", '{"city": "Paris"}')},
+        {**where, "function": fn("get_weather", '{"city": "Rome"}')},
+        {**where, "function": fn("get_weather", {"city": "Oslo"})},
+        {**where, "function": fn("get_weather", {"city": "Bern"})},
+    ) == [
+        ("gen_0", "get_weather", {"city": "Paris"}, '{"city": "Paris"}'),
+        ("gen_1", "get_weather", {"city": "Rome"}, '{"city": "Rome"}'),
+        ("gen_2", "get_weather", {"city": "Oslo"}, '{"city":"Oslo"}'),
+        ("gen_3", "get_weather", {"city": "Bern"}, '{"city":"Bern"}'),
+    ]
+
+
+def test_a_name_repeated_on_the_fragments_of_one_call_without_ids_joins_them() -> None:
+    """Older llama.cpp repeats the name on every fragment: not whole yet, so one call."""
+    assert accumulate(
+        {"index": 0, "function": fn("volume", '{"level":')},
+        {"index": 0, "function": fn("volume", " 3}")},
+        {"index": 0, "function": fn("volume", "")},
+    ) == [("gen_0", "volume", {"level": 3}, '{"level": 3}')]

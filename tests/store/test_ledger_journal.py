@@ -153,5 +153,5 @@ def test_a_version_two_file_is_migrated_without_claiming_what_it_cannot_know(
         (unreported,) = store.list_unreported_batches("old")
         assert [c["state"] for c in unreported["calls"]] == ["unknown", "succeeded"]
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 4
     conn.close()

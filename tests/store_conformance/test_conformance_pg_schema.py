@@ -101,7 +101,7 @@ def test_a_version_one_database_is_migrated_without_claiming_what_it_cannot_know
     store.abandon_batch("crashed")
     (unreported,) = store.list_unreported_batches("old")
     assert [c["state"] for c in unreported["calls"]] == ["unknown", "succeeded"]
-    assert _stored_version(postgres.url) == schema.SCHEMA_VERSION == 3
+    assert _stored_version(postgres.url) == schema.SCHEMA_VERSION == 4
 
 
 def test_the_migrated_state_check_admits_the_ledger_states_only(

@@ -150,6 +150,7 @@ def model_call(call: ModelCall, metric_key: str) -> Details:
         "attempts": timing.attempts if timing is not None else None,
         "cold": call.cold,
         "cold_reasons": list(call.cold_reasons),
+        "finish_reason": call.finish_reason,
     }
 
 

@@ -144,6 +144,7 @@ def answered_chat_metrics(turn_index: int, audits: Iterable[Mapping[str, Any]]) 
                 total_tokens=int(usage.get("total_tokens") or 0),
                 cached_tokens=int(usage.get("cached_tokens") or 0),
                 usage_reported=call.get("usage") is not None,
+                finish_reason=call.get("finish_reason"),
                 ttft_ms=call.get("provider_ttft_ms"),
                 latency_ms=call.get("latency_ms"),
                 status="success",

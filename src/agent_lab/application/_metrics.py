@@ -48,6 +48,9 @@ class ModelCall:
     failed: bool = False
     """The call broke off: its stream ended in an error (its figures are what was
     measured until then)."""
+    finish_reason: str | None = None
+    """Why the provider ended the answer (``stop``, ``tool_calls``, ``length``…), as the
+    stream reports it or, for clients that do not, as its last chunks say."""
     _texts: bytearray = field(default_factory=bytearray, repr=False)
     """The chunks' JSON texts, end to end."""
     _marks: bytearray = field(default_factory=bytearray, repr=False)
@@ -78,6 +81,26 @@ class ModelCall:
         reported = getattr(stream, "usage", None)
         if self.usage is None and isinstance(reported, TokenUsage):
             self.usage = reported  # a stream that broke off after its usage report
+        finish = getattr(stream, "finish_reason", _NOT_TOLD)
+        if finish is None or isinstance(finish, str):
+            self.finish_reason = finish
+        else:  # a client whose streams do not say (test doubles): the chunks do
+            self.finish_reason = self._chunk_finish_reason()
+
+    def _chunk_finish_reason(self) -> str | None:
+        """The ``finish_reason`` of the last chunks kept (a client that reports none
+        itself): the usage report may follow it, so a few chunks from the end."""
+        if self._dicts is not None:
+            chunks: list[bytes | dict[str, Any]] = self._dicts[-_FINISH_LOOKBACK:]
+        else:
+            ends = [0, *(end for end, _ in _MARK.iter_unpack(self._marks))]
+            last = ends[-_FINISH_LOOKBACK - 1 :]
+            chunks = [bytes(self._texts[a:b]) for a, b in zip(last, last[1:], strict=False)]
+        for chunk in reversed(chunks):
+            reason = _finish_of(orjson.loads(chunk) if isinstance(chunk, bytes) else chunk)
+            if reason is not None:
+                return reason
+        return None
 
     @property
     def warmup_ms(self) -> float:
@@ -148,6 +171,18 @@ class ModelCall:
 
 _MARK = struct.Struct("=Qd")
 """A raw chunk's mark: where its JSON text ends, and when it arrived."""
+_NOT_TOLD = object()
+_FINISH_LOOKBACK = 4
+"""How many chunks from the end a ``finish_reason`` is looked for in."""
+
+
+def _finish_of(chunk: object) -> str | None:
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    for choice in choices if isinstance(choices, list) else ():
+        reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+        if reason and isinstance(reason, str):
+            return reason
+    return None
 
 
 class RawChunks:
@@ -283,6 +318,7 @@ def _model_metric(
         total_tokens=usage.total_tokens,
         cached_tokens=usage.cached_tokens,
         usage_reported=call.usage is not None,
+        finish_reason=call.finish_reason,
         ttft_ms=call.ttft_ms,
         latency_ms=call.latency_ms,
         status=status or ("failed" if call.failed else "success"),

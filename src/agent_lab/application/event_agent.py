@@ -57,7 +57,7 @@ from agent_lab.application.ports import ChatClient, Clock
 from agent_lab.application.tool_arguments import unreadable_arguments
 from agent_lab.application.tools import ToolDefinition, ToolExecutionContext, ToolRegistry
 from agent_lab.domain.errors import AgentLabError
-from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.events import CutOffToolCall, ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, TokenUsage
 
 __all__ = [
@@ -308,6 +308,8 @@ class EventAgent:
                     if generated.name != event.name:  # a provider that ignores tool_choice
                         problem = problem or f"the model called {generated.name} instead"
                         continue
+                    if isinstance(generated, CutOffToolCall):  # half-written: never run
+                        problem = problem or generated.cut_off_reason
                     unreadable = unreadable_arguments(generated) is not None
                     arguments = generated.raw_arguments if unreadable else dict(generated.arguments)
         except AgentLabError as exc:

@@ -85,6 +85,10 @@ class CallMetric(BaseModel):
     tool_latency_ms: int | None = None
     """Tool executions: handler run time."""
     status: str | None = None
+    finish_reason: str | None = None
+    """Model calls: why the provider ended the answer (``stop``, ``tool_calls``,
+    ``length`` when ``max_tokens`` cut it off, ``content_filter``); ``None`` when it
+    gave none (a call that broke off, a provider that never says)."""
 
 
 @dataclass(frozen=True, slots=True)

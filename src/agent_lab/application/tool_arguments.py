@@ -9,7 +9,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.events import CutOffToolCall, ToolCallEvent
 
 __all__ = ["compiled_validator", "unreadable_arguments"]
 
@@ -37,8 +37,12 @@ def compiled_validator(schema: dict[str, Any]) -> Draft202012Validator:
 
 def unreadable_arguments(event: ToolCallEvent) -> str | None:
     """Why the provider's argument text gave no arguments at all: it is not a JSON
-    object. ``None`` when there is nothing to read or it read fine."""
+    object, or the provider stopped writing it (a ``CutOffToolCall``). ``None`` when
+    there is nothing to read or it read fine."""
     raw = event.raw_arguments
+    if isinstance(event, CutOffToolCall):
+        written = raw if len(raw) <= 80 else raw[:80] + "…"
+        return f"{event.cut_off_reason}: {written!r}"
     if event.arguments or raw.strip() in ("", "{}"):
         return None
     excerpt = raw if len(raw) <= 80 else raw[:80] + "…"

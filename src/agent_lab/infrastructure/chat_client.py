@@ -39,6 +39,7 @@ from agent_lab.infrastructure.openai_compat.reasoning_memory import ReasoningMem
 from agent_lab.infrastructure.openai_compat.request_body import ChatRequest, build_chat_request
 from agent_lab.infrastructure.openai_compat.retry_deadline import (
     DeadlineAwareOpenAI,
+    RetriedAnswers,
     retry_deadline,
 )
 from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask, redact_url
@@ -285,13 +286,16 @@ class OpenAICompatibleChatClient:
         ):
             async with AsyncExitStack() as stack:
                 deadline = min(started + idle, total_deadline)
+                retried = RetriedAnswers(deadline)
                 try:
                     async with asyncio.timeout_at(deadline):
-                        with retry_deadline(deadline):  # no Retry-After wait past it
+                        with retry_deadline(retried):  # no retry wait past it
                             opening = self._open(request, params.model)
                             response = await stack.enter_async_context(opening)
                         chunks = await event_stream_chunks(response, self._mask)
                 except TimeoutError:
+                    if retried.error is not None:  # the error answer the retries outlasted
+                        raise retried.error from None
                     raise self._expired(deadline, total_deadline, loop.time() - started) from None
                 timing.connect_ms = _ms(loop.time() - sent)
                 timing.attempts = 1 + response.retries_taken

@@ -50,6 +50,7 @@ def take_figures(call: ModelCallRecord, figures: Details, *, visible_ttft_ms: in
     )
     call.cold = bool(figures.get("cold")) if "cold" in figures else None
     call.cold_reasons = list(figures.get("cold_reasons", []))
+    call.finish_reason = figures.get("finish_reason")
 
 
 def stream_ms(

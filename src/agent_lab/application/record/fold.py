@@ -8,7 +8,7 @@ store's audit rows. The same audits give the same record, field for field.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast, get_args
 
 from agent_lab.application.pricing import PriceTable
 from agent_lab.application.record._call_figures import break_off_call, finish_call
@@ -17,6 +17,7 @@ from agent_lab.application.record._costs import priced
 from agent_lab.application.record._turn_audits import belongs_to_turn, recovered_call
 from agent_lab.application.record.model import (
     CappedResult,
+    CutOff,
     EventRecord,
     FailureRecord,
     ModelCallRecord,
@@ -29,6 +30,7 @@ from agent_lab.application.record.model import (
 
 Details = Mapping[str, Any]
 
+_CUT_OFF_REASONS = frozenset(get_args(CutOff))
 _TOOL_STATUS = {"success": "succeeded", "failed": "failed", "cancelled": "cancelled"}
 
 
@@ -152,6 +154,7 @@ class TurnRecordBuilder:
             if call.timings.provider_first_chunk_ms is None:
                 call.timings.provider_first_chunk_ms = d.get("provider_ttft_ms")
         found = self._round(round_index, seq)
+        found.cut_off = _cut_off(call.finish_reason if call is not None else None)
         found.text = d.get("content", "")
         found.event_ids = list(d.get("event_ids", []))
         found.ignored_event_names = list(d.get("ignored_event_names", []))
@@ -339,6 +342,11 @@ def _apply_result(tool: ToolExecutionRecord, entry: Details) -> None:
     tool.result = entry.get("result")
     capped = entry.get("result_capped")
     tool.result_capped = CappedResult.model_validate(capped) if capped else None
+
+
+def _cut_off(finish_reason: str | None) -> CutOff | None:
+    """The finish reason when it says the answer was cut off."""
+    return cast(CutOff, finish_reason) if finish_reason in _CUT_OFF_REASONS else None
 
 
 def _user_message(messages: Sequence[Details]) -> str | None:

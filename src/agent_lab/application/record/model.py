@@ -29,6 +29,8 @@ TurnState = Literal["running", "completed", "terminated", "failed", "cancelled"]
 ModelCallRole = Literal["chat", "follow_up", "argument_fallback", "argument_generation"]
 """``chat``: the first chat call of a turn; ``follow_up``: a chat call after tool
 results; the other two are the event agent's forced calls (DESIGN.md §5)."""
+CutOff = Literal["length", "content_filter"]
+"""Finish reasons that cut an answer off: ``max_tokens`` reached, or a content filter."""
 ResolvedBy = Literal[
     "model", "resolver", "argument_fallback", "argument_generation", "empty", "not_resolved"
 ]
@@ -116,6 +118,9 @@ class ModelCallRecord(_Part):
     """The call paid client warm-up, or was the first of its client in the process
     (``None`` while it runs or when the turn ended before it did)."""
     cold_reasons: list[str] = Field(default_factory=list)
+    finish_reason: str | None = None
+    """Why the provider ended the answer: ``stop``, ``tool_calls``, ``length`` (cut off
+    at ``max_tokens``), ``content_filter``…; ``None`` when it said nothing."""
     failure_reason: str | None = None
     """Why the call failed (the turn's reason when the turn failed during the call)."""
 
@@ -209,6 +214,9 @@ class RoundRecord(_Part):
     decision: dict[str, bool] | None = None
     visible_ttft_ms: int | None = None
     elapsed_ms: int | None = None
+    cut_off: CutOff | None = None
+    """The chat call's answer was stopped before the model finished it: ``length``
+    (it reached ``max_tokens``) or ``content_filter`` (the provider's filter)."""
 
 
 class CostSummary(_Part):

@@ -1,5 +1,5 @@
-"""The stream one ``stream_chat`` call returns: its items, its ``CallTiming`` and the
-usage the provider reported."""
+"""The stream one ``stream_chat`` call returns: its items, its ``CallTiming``, the
+usage the provider reported and why it ended the answer."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class ChatStream(AsyncIterator[StreamItem]):
     stream tells besides them (``timing``, ``usage``).
     """
 
-    __slots__ = ("_items", "timing", "usage")
+    __slots__ = ("_items", "finish_reason", "timing", "usage")
 
     def __init__(
         self, items: Callable[[ChatStream], AsyncIterator[StreamItem]], timing: CallTiming
@@ -34,6 +34,10 @@ class ChatStream(AsyncIterator[StreamItem]):
         """The provider's last usage report, once the stream has ended: also when it
         broke off after the report (the ``usage`` item comes only at the end of a stream
         that finished)."""
+        self.finish_reason: str | None = None
+        """Why the provider ended the answer (``stop``, ``tool_calls``, ``length`` when
+        ``max_tokens`` cut it off, ``content_filter``…), once the stream has ended;
+        ``None`` when it sent none."""
         self._items = cast(Any, items(self))
 
     def __aiter__(self) -> Self:
@@ -64,6 +68,7 @@ def report_at_end(
     finally:
         out.timing.total_ms = round((loop.time() - sent) * 1000, 3)
         out.usage = chunks.reported_usage()
+        out.finish_reason = chunks.finish_reason
 
 
 def _retries_of(request: httpx.Request) -> int:

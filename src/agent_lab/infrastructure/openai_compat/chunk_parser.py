@@ -25,6 +25,8 @@ from agent_lab.infrastructure.openai_compat.tool_call_accumulator import ToolCal
 
 _DONE = b"[DONE]"
 _PREVIEW = 200
+CUT_OFF_REASONS = frozenset({"length", "content_filter"})
+"""Finish reasons that mean the answer was stopped before the model finished it."""
 _CONTENT_KEYS = frozenset(
     {"content", "tool_calls", "function_call", "reasoning_content", "reasoning", "refusal"}
 )
@@ -41,6 +43,7 @@ class ChunkStream:
         "_calls",
         "_decoder",
         "_done",
+        "_finish_reason",
         "_finished",
         "_mask",
         "_reasoning",
@@ -75,6 +78,7 @@ class ChunkStream:
         """How many chunks carried content of any kind so far."""
         self._usage: dict[str, Any] | None = None
         self._finished = False
+        self._finish_reason: str | None = None
         self._done = False
         self._reasoning: list[str] | None = None
 
@@ -117,6 +121,12 @@ class ChunkStream:
     def reasoning(self) -> str | None:
         """The ``reasoning_content`` streamed so far; ``None`` when no delta had the field."""
         return None if self._reasoning is None else "".join(self._reasoning)
+
+    @property
+    def finish_reason(self) -> str | None:
+        """The first ``finish_reason`` of the answer (``stop``, ``length``, ``tool_calls``,
+        ``content_filter``…); ``None`` before it came or when the provider sent none."""
+        return self._finish_reason
 
     @property
     def finished(self) -> bool:
@@ -168,6 +178,10 @@ class ChunkStream:
             content = delta.get("content")
             if content and isinstance(content, str):
                 self._content(content, items)
+            elif content and isinstance(content, list):  # typed parts: their text
+                text = _text_parts(content)
+                if text:
+                    self._content(text, items)
             tool_calls = delta.get("tool_calls")
             if tool_calls and isinstance(tool_calls, list):
                 for call in tool_calls:
@@ -176,9 +190,12 @@ class ChunkStream:
             function_call = delta.get("function_call")
             if function_call and isinstance(function_call, dict):
                 self._calls.add_legacy_function_call(function_call)
-        if choice.get("finish_reason"):
+        reason = choice.get("finish_reason")
+        if reason:
             self.progress += 1
             self._finished = True
+            if self._finish_reason is None:
+                self._finish_reason = reason if isinstance(reason, str) else str(reason)
             self._complete(items)
 
     def _reasoning_delta(self, part: object) -> None:
@@ -204,7 +221,22 @@ class ChunkStream:
                     items.append(StreamItem.message_delta(piece))
                 else:
                     items.append(StreamItem.text_event(piece))
-        items.extend(StreamItem.provider_tool_call(call) for call in self._calls.drain())
+        reason = self._finish_reason
+        cut_off = reason if reason in CUT_OFF_REASONS else None
+        calls = self._calls.drain(cut_off)
+        items.extend(StreamItem.provider_tool_call(call) for call in calls)
+
+
+def _text_parts(parts: list[Any]) -> str:
+    """The text of ``content`` sent as a list of typed parts (``[{"type": "text",
+    "text": "..."}]``, as some servers stream it); parts of other types carry no text."""
+    return "".join(
+        part["text"]
+        for part in parts
+        if isinstance(part, dict)
+        and part.get("type", "text") in ("text", "output_text")
+        and isinstance(part.get("text"), str)
+    )
 
 
 def token_usage(usage: dict[str, Any]) -> TokenUsage:

@@ -23,6 +23,7 @@ from agent_lab.domain.errors import (
     ProviderProtocolError,
     ProviderTimeout,
 )
+from agent_lab.infrastructure.openai_compat.html_text import html_summary, looks_like_html
 from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask
 
 _NO_SECRETS = SecretMask(())
@@ -67,7 +68,7 @@ def _translate(
     exc: Exception, url: str, mask: SecretMask, elapsed: Callable[[], float] | None
 ) -> ProviderError:
     if isinstance(exc, openai.APIStatusError):
-        return ProviderHTTPError(exc.status_code, mask.text(provider_message(exc.response)))
+        return ProviderHTTPError(exc.status_code, mask.text(provider_message(exc.response, mask)))
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
         after = f" after {elapsed():.1f} s" if elapsed is not None else ""
         return ProviderTimeout(f"the provider at {url} timed out{after}")
@@ -82,18 +83,24 @@ def _translate(
     return ProviderError(f"the request to {url} failed: {mask.text(str(exc))}")
 
 
-def provider_message(response: httpx.Response) -> str:
+def provider_message(response: httpx.Response, mask: SecretMask = _NO_SECRETS) -> str:
     """The provider's own error message from an error response (read beforehand).
 
     Understands ``{"error": {"message"}}``, ``{"error": "..."}``, ``{"message"}`` and
-    ``{"detail"}`` bodies; anything else is returned as text, cut to 2000 characters.
+    ``{"detail"}`` bodies; an HTML page (a proxy's ``502 Bad Gateway``) gives its title
+    or first text, cut short (``html_text``); anything else is returned as text, cut to
+    2000 characters. ``mask`` is applied before anything is cut, so that no cut can
+    leave part of a secret that the mask would no longer recognise.
     """
     try:
-        text = response.text.strip()
+        text = mask.text(response.text.strip())
     except httpx.ResponseNotRead:
         text = ""
     message = text
-    if text[:1] in ("{", "["):
+    if looks_like_html(text, response.headers.get("content-type", "")):
+        summary = html_summary(text)
+        message = f"{summary} (an HTML page)" if summary else "an HTML page with no text"
+    elif text[:1] in ("{", "["):
         try:
             message = _message_from_body(orjson.loads(text))
         except orjson.JSONDecodeError:

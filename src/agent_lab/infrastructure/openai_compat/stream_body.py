@@ -43,7 +43,7 @@ async def event_stream_chunks(
     kind = content_type.partition(";")[0].strip().lower()
     if kind == _JSON:
         await response.read()
-        message = mask.text(provider_message(response.http_response))
+        message = mask.text(provider_message(response.http_response, mask))
         raise ProviderProtocolError(f"expected an event stream, got a JSON answer: {message}")
     chunks = response.iter_bytes().__aiter__()
     if kind == _EVENT_STREAM:

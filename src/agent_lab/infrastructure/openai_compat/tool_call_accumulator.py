@@ -7,9 +7,13 @@ OpenAI-compatible servers disagree on how a call is streamed. The accumulator ac
 * the id and name repeated on every delta (older llama.cpp, NIM): names are assigned;
 * no ``index`` at all, and continuation fragments with neither index nor id, which
   belong to the call in progress;
+* no ids and one ``index`` (or none) for parallel calls of the same tool, each sent
+  whole (llama.cpp, Ollama builds): a fragment naming the tool with new arguments after
+  the call's arguments are a whole JSON object is the next call, with its own id;
 * arguments sent as a JSON object instead of a string, never sent (vLLM, parameterless
   tools) or sent as a ``"{}"`` placeholder before the real fragments;
-* missing ids (a fresh one is generated) and non-string ids (stringified);
+* missing ids (a fresh one is generated for each call, once, when it is complete, so
+  every view of the call has that one id) and non-string ids (stringified);
 * the same id at two different indexes: two calls, both kept with that id, so the chat
   round sees the id twice in one batch and ends the turn with a protocol error;
 * a legacy ``function_call`` delta, used only when the stream has no ``tool_calls``.
@@ -26,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.events import CutOffToolCall, ToolCallEvent
 
 NameResolver = Callable[[str], str]
 """Maps a provider function name back to the registry name."""
@@ -91,8 +95,10 @@ class ToolCallAccumulator:
             function = {}
         name = function.get("name")
         name = name if isinstance(name, str) and name else None
-        call = self._route(_as_index(delta.get("index")), _as_id(delta.get("id")), name)
-        _merge(call, name, function.get("arguments"))
+        arguments = function.get("arguments")
+        index, call_id = _as_index(delta.get("index")), _as_id(delta.get("id"))
+        call = self._route(index, call_id, name, arguments)
+        _merge(call, name, arguments)
 
     def add_legacy_function_call(self, function: Mapping[str, Any]) -> None:
         """Merges a legacy ``function_call`` delta (ignored once ``tool_calls`` appear).
@@ -111,8 +117,14 @@ class ToolCallAccumulator:
             function.get("arguments"),
         )
 
-    def drain(self) -> list[ToolCallEvent]:
+    def drain(self, cut_off: str | None = None) -> list[ToolCallEvent]:
         """Returns the calls not returned before, in index order, and marks them returned.
+
+        Args:
+            cut_off: The ``finish_reason`` that stopped the answer (``length``,
+                ``content_filter``), if one did: the last call, the one being written,
+                comes out as a ``CutOffToolCall`` unless its arguments are a whole
+                JSON object (the calls before it were finished).
 
         Returns:
             The complete calls; calls that never received a name are dropped.
@@ -127,9 +139,14 @@ class ToolCallAccumulator:
             call.emitted = True
             if call.name:
                 events.append(self._finish(call))
+        named = [call for call in pending if call.name]
+        if cut_off is not None and named and not _whole_arguments(named[-1]):
+            events[-1] = CutOffToolCall.of(events[-1], cut_off)
         return events
 
-    def _route(self, index: int | None, call_id: str | None, name: str | None) -> _PartialCall:
+    def _route(
+        self, index: int | None, call_id: str | None, name: str | None, arguments: object
+    ) -> _PartialCall:
         if call_id is not None:
             known = self._by_id.get(call_id)
             if known is not None and (index is None or not known.indexed or known.index == index):
@@ -138,7 +155,7 @@ class ToolCallAccumulator:
             if at_index is not None and at_index.id == call_id:
                 return at_index  # a repeated id at its own index, after a duplicate opened
         candidate = self._by_index.get(index) if index is not None else self._current
-        if candidate is not None and _continues(candidate, call_id, name):
+        if candidate is not None and _continues(candidate, call_id, name, arguments):
             if call_id is not None and candidate.id is None:
                 candidate.id = call_id
                 self._by_id[call_id] = candidate
@@ -168,14 +185,40 @@ class ToolCallAccumulator:
         )
 
 
-def _continues(call: _PartialCall, call_id: str | None, name: str | None) -> bool:
-    """Whether a fragment without a known id belongs to ``call`` rather than a new call."""
+def _continues(
+    call: _PartialCall, call_id: str | None, name: str | None, arguments: object
+) -> bool:
+    """Whether a fragment without a known id belongs to ``call`` rather than a new call.
+
+    With neither an id nor an index of its own to tell, a fragment that names the tool
+    and brings arguments while ``call``'s arguments are already a whole JSON object
+    starts the next call (parallel calls of one tool, each sent whole, by servers that
+    give no ids and one index or none); a name repeated on the fragments of one call
+    (older llama.cpp) still joins it, since its arguments are not whole until the end.
+    """
     if call.emitted:
         return False
     if call_id is not None and call.id is not None:
         # A new id opens a new call, unless the fragment cannot start one (no name).
         return name is None
-    return name is None or not call.name or name == call.name
+    if name is None or not call.name:
+        return True
+    return name == call.name and not (_brings_arguments(arguments) and _complete(call))
+
+
+def _brings_arguments(arguments: object) -> bool:
+    return isinstance(arguments, Mapping) or (isinstance(arguments, str) and bool(arguments))
+
+
+def _complete(call: _PartialCall) -> bool:
+    """The call's arguments are a whole JSON object (the ``"{}"`` placeholder some
+    servers send before the real fragments does not count)."""
+    if call.fragments == ["{}"]:
+        return False
+    tail = next((fragment for fragment in reversed(call.fragments) if fragment.strip()), "")
+    if tail and not tail.rstrip().endswith("}"):
+        return False  # cheap: most fragments of a call in progress end otherwise
+    return _whole_arguments(call)
 
 
 def _merge(call: _PartialCall, name: str | None, arguments: object) -> None:
@@ -201,6 +244,17 @@ def _final_arguments(call: _PartialCall) -> tuple[dict[str, Any], str]:
     except orjson.JSONDecodeError:
         value = _lenient(raw)
     return (value, raw) if isinstance(value, dict) else ({}, raw)
+
+
+def _whole_arguments(call: _PartialCall) -> bool:
+    """Whether the call's arguments so far are a complete JSON object."""
+    raw = "".join(call.fragments)
+    if not raw.strip():
+        return call.object_arguments is not None
+    try:
+        return isinstance(json.loads(raw, strict=False), dict)
+    except ValueError:
+        return False
 
 
 def _lenient(raw: str) -> object:

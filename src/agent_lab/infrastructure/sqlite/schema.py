@@ -31,7 +31,7 @@ from agent_lab.infrastructure.store_common.tables import (
     render,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest schema this code reads and writes."""
 
 APPLICATION_ID = 0x41474C42
@@ -156,7 +156,13 @@ _V3 = (
     "UPDATE tool_batches SET reported_turn = turn_index WHERE state != 'pending'",
 )
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1, 2: _V2, 3: _V3}
+_V4 = (
+    # Why the provider ended each model call's answer (``length``: cut off by
+    # ``max_tokens``); calls stored before it have none.
+    "ALTER TABLE call_metrics ADD COLUMN finish_reason TEXT",
+)
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
 """Statements that bring a file from version ``n - 1`` to version ``n``."""
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "JsonLinesWriter",
     "TurnTokens",
     "audit_timeline_table",
+    "cut_off_text",
     "metric_table",
     "round_chip",
     "sessions_table",
@@ -44,6 +45,19 @@ __all__ = [
 
 _RESULT_PREVIEW = 110
 _ROLE_STYLES = {"user": "bold cyan", "assistant": "bold green", "tool": "magenta", "system": "dim"}
+
+
+_CUT_OFF_WHY = {
+    "length": "the model reached its max_tokens limit",
+    "content_filter": "the provider's content filter stopped it",
+}
+
+
+def cut_off_text(finish_reason: object) -> str | None:
+    """``✂ answer cut off: the model reached its max_tokens limit (finish_reason
+    length)`` for a finish reason that cut an answer off, else ``None``."""
+    why = _CUT_OFF_WHY.get(finish_reason) if isinstance(finish_reason, str) else None
+    return f"✂ answer cut off: {why} (finish_reason {finish_reason})" if why else None
 
 
 def short(text: str, limit: int = _RESULT_PREVIEW) -> str:
@@ -197,6 +211,11 @@ class ConversationRenderer:
     def _audit(self, message: AuditMessage) -> None:
         if message["event"] in ("chat_round_started", "chat_agent_response"):
             self._chat_call_open = message["event"] == "chat_round_started"
+        if message["event"] == "chat_agent_response":
+            call = message["details"].get("call")
+            cut_off = cut_off_text(call.get("finish_reason") if isinstance(call, dict) else None)
+            if cut_off is not None:  # the answer above is not all the model meant to say
+                self.console.print(Text(f"  {cut_off}", style="bold yellow"))
         if not self.show_audits:
             return
         elapsed = message["details"]["turn_elapsed_ms"]

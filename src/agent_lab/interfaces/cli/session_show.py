@@ -17,7 +17,7 @@ from rich.text import Text
 
 from agent_lab.application.pricing import PriceTable, cost_breakdown, format_usd
 from agent_lab.application.session_store import SessionStore
-from agent_lab.interfaces.cli.render import short
+from agent_lab.interfaces.cli.render import cut_off_text, short
 
 Row = Mapping[str, Any]
 _ROLE_LABELS = {
@@ -178,6 +178,9 @@ def _print_turn(
         said = spoken_text(entry["text"], entry["spoken"])
         if said.strip():
             console.print(Text.assemble(("  assistant› ", "bold green"), said))
+        cut_off = cut_off_text(entry.get("cut_off"))
+        if cut_off is not None:
+            console.print(Text(f"  {cut_off}", style="bold yellow"))
         named = (e["event_id"] for e in record["events"] if e["round_index"] == index)
         for event_id in dict.fromkeys([*entry["event_ids"], *named]):  # and a failed round's
             key = (index, event_id)
@@ -311,6 +314,8 @@ def _call_line(call: Row) -> str:
     first = f" · provider TTFT {ttft:.0f} ms" if isinstance(ttft, int | float) else ""
     first += f" over {attempts} attempts" if attempts > 1 else ""  # retries and backoff in it
     first += " · cold" if call.get("cold") else ""
+    if call.get("finish_reason") in ("length", "content_filter"):
+        first += f" · cut off ({call['finish_reason']})"
     cost = call.get("cost") or {}
     price = usd(cost.get("amount_usd"))
     if cost.get("amount_usd") is None and cost.get("unknown_reason"):
