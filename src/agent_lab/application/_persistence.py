@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from agent_lab.application._opening import LEASE_SECONDS, claim_waiting, open_stored
-from agent_lab.application._recording import FinishedTurn
+from agent_lab.application._recording import FinishedTurn, RefusedStart
 from agent_lab.application._recovery import KeptNote, Recovery, recovery_from_batches
 from agent_lab.application._restore import StoredSession, request_snapshot
 from agent_lab.application._store_access import (
@@ -91,8 +91,9 @@ class SessionRecorder:
         """The task to cancel when the claim is lost (``stop_on_loss``)."""
         self._started: set[int] = set()
         """Turns on record and not closed yet."""
-        self._unclosed: tuple[FinishedTurn, ...] = ()
+        self._unclosed: tuple[FinishedTurn | RefusedStart, ...] = ()
         """Turns whose close the store refused: closed before the next turn starts."""
+        self._refused: dict[int, str] = {}  # turns whose start was refused: the user's text
 
     async def _call(
         self,
@@ -259,7 +260,11 @@ class SessionRecorder:
                 self.store.mark_reported(list(kept.batch_ids), index)
 
         chars = 2 * len(user.content) + chars_of(messages[1:])
-        await self._call(write, chars=chars, shielded=True)
+        try:
+            await self._call(write, chars=chars, shielded=True)
+        except PersistenceFailed:
+            self._refused[index] = user.content  # recorded as it ended, once a write works
+            raise
         self._unclosed = self._unclosed[len(unclosed) :]
         self._started.add(index)
 
@@ -313,8 +318,10 @@ class SessionRecorder:
         cancelled turn keeps its ``failure`` (reason and message) with it. A close the
         store refuses (the disk is full) is kept and written before the next turn
         starts, or when the session closes, so its row never stays ``running``."""
-        if turn.index not in self._started:
-            return  # its start was refused: nothing of it is on record
+        if turn.index not in self._started:  # its start was refused: not on record yet
+            if (text := self._refused.pop(turn.index, None)) is not None:
+                self._unclosed = (*self._unclosed, RefusedStart(turn, text))
+            return
         self._started.discard(turn.index)
         self._unclosed = (*self._unclosed, turn)
         try:

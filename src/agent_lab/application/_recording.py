@@ -132,6 +132,23 @@ class FinishedTurn:
         )
 
 
+@dataclass(frozen=True)
+class RefusedStart:
+    """A turn whose start the store refused (the disk was full, the file locked), written
+    with the next write that succeeds, so the user's text does not vanish and its
+    audits belong to a turn on record: its row with that text, closed as it ended (with
+    the error the user saw). None of its messages joins the transcript: it never ran."""
+
+    turn: FinishedTurn
+    text: str
+
+    def write(self, store: SessionStore, session_id: str) -> None:
+        if any(row["turn_index"] == self.turn.index for row in store.list_turns(session_id)):
+            return  # its start reached the store after all: its row is its own
+        store.start_turn(session_id, self.turn.index, self.text, messages=[])
+        self.turn.write(store, session_id)
+
+
 class NullRecorder:
     """A session without a store before its first batch: every write succeeds and keeps
     nothing. It holds no state, so every such session shares ``NULL_RECORDER``; a

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_lab.application.pricing import PriceTable
 from agent_lab.application.record import RECORD_VERSION, CostSummary, TurnRecord, session_records
-from agent_lab.application.session_store import SessionStore
+from agent_lab.application.record.reading import unrecovered_turn_rows
+from agent_lab.application.session_store import ClaimListing, SessionStore
 from agent_lab.domain.errors import SessionNotFound
 
 EXPORT_VERSION: Literal[1] = 1
@@ -83,11 +84,23 @@ def build_export(
     audits: Iterable[Mapping[str, Any]],
     *,
     prices: PriceTable | None = None,
+    stopped: bool = False,
+    ledger: Iterable[Mapping[str, Any]] = (),
 ) -> SessionExport:
-    """The export of one session from its stored rows."""
-    turn_rows = list(turns)
+    """The export of one session from its stored rows; ``stopped`` and ``ledger`` as
+    in ``session_records`` (a turn row still ``running`` reads as its record then)."""
+    turn_rows: list[Mapping[str, Any]] = list(turns)
     session_id = str(session["id"])
-    records = session_records(audits, session_id=session_id, turns=turn_rows, prices=prices)
+    records = session_records(
+        audits,
+        session_id=session_id,
+        turns=turn_rows,
+        prices=prices,
+        stopped=stopped,
+        ledger=ledger,
+    )
+    if stopped:
+        turn_rows = list(unrecovered_turn_rows(turn_rows, records))
     return SessionExport(
         session=ExportedSession.model_validate({**session, "session_id": session_id}),
         turns=[ExportedTurn.model_validate(dict(row)) for row in turn_rows],
@@ -102,19 +115,31 @@ def export_session(
 ) -> SessionExport:
     """Read one session through the store port and export it.
 
+    A turn still open in a session no live runtime holds (its process died) reads as
+    interrupted, not yet recovered, and its calls as the effect ledger has them.
+
     Raises:
         SessionNotFound: no such session.
     """
     session = store.get_session(session_id)
     if session is None:
         raise SessionNotFound(session_id)
+    stopped = not_held(store, session_id)
     return build_export(
         session,
         store.list_turns(session_id),
         store.list_messages(session_id),
         store.list_audit_logs(session_id),
         prices=prices,
+        stopped=stopped,
+        ledger=store.list_batches(session_id) if stopped else (),
     )
+
+
+def not_held(store: SessionStore, session_id: str) -> bool:
+    """No live runtime (of any process) holds the session now, as far as the store can
+    tell (a store that cannot list claims is taken as holding it)."""
+    return isinstance(store, ClaimListing) and session_id not in store.live_claims()
 
 
 def read_turn_record(

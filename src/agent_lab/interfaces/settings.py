@@ -222,7 +222,23 @@ def config_files(environ: Mapping[str, str] | None = None) -> list[Path]:
     candidates = [base / "agent-lab" / USER_CONFIG_NAME]
     with contextlib.suppress(OSError):  # the current directory may have been removed
         candidates.append(Path.cwd() / PROJECT_CONFIG_NAME)
-    return [path for path in candidates if path.is_file()]
+    return [path for path in candidates if _is_file(path)]
+
+
+def _is_file(path: Path) -> bool:
+    """Whether the config file exists.
+
+    Raises:
+        ConfigError: this user may not look into its folder (say ``HOME`` is another
+            user's), naming the file.
+    """
+    try:
+        return path.is_file()
+    except PermissionError:
+        raise ConfigError(
+            f"cannot read the config file {path}: permission denied (set XDG_CONFIG_HOME"
+            " or HOME to a folder this user may read)"
+        ) from None
 
 
 def _from_toml(path: Path) -> dict[str, Any]:
@@ -232,6 +248,8 @@ def _from_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:
         raise ConfigError(f"config file {path} is a directory") from None
+    except PermissionError:
+        raise ConfigError(f"cannot read the config file {path}: permission denied") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
     section = data.get("agent_lab", data)

@@ -32,6 +32,8 @@ def session_records(
     session_id: str | None,
     turns: Iterable[Mapping[str, Any]] = (),
     prices: PriceTable | None = None,
+    stopped: bool = False,
+    ledger: Iterable[Mapping[str, Any]] = (),
 ) -> list[TurnRecord]:
     """One record per turn, in turn order.
 
@@ -45,6 +47,11 @@ def session_records(
             interrupted (its process died): it is closed as ``failed`` with the
             reason ``interrupted``.
         prices: Prices the calls; without one every cost is unknown.
+        stopped: No live runtime holds the session (``ClaimListing.live_claims``): a
+            turn still open was interrupted too, though no runtime has recovered it
+            yet. It is closed as ``failed`` / ``interrupted`` with
+            ``UNRECOVERED_MESSAGE``, and its calls read as ``ledger`` has them.
+        ledger: The session's tool journal (``list_batches`` rows, with ``stopped``).
     """
     builders: dict[int, TurnRecordBuilder] = {}
     restored: dict[int, list[Mapping[str, Any]]] = {}
@@ -72,9 +79,15 @@ def session_records(
         if status in _CLOSED_STATES:
             found.close(status, turn.get("failure_reason"), turn.get("failure_message"))
     last = max(builders, default=0)
+    unrecovered: set[int] = set()
     for index, found in builders.items():
         if index < last and not found.closed:  # a later turn ran: this one never will end
             found.close(*_INTERRUPTED)
+        elif stopped and not found.closed:  # its runtime is gone: it never will end either
+            found.close(*_UNRECOVERED)
+            unrecovered.add(index)
+    if unrecovered:
+        _note_ledger(outcomes, ledger, unrecovered)
     records = [builders[index].build() for index in sorted(builders)]
     for record in records:
         apply_ledger_outcomes(record, outcomes.get(record.turn_index, {}))
@@ -82,6 +95,14 @@ def session_records(
 
 
 _INTERRUPTED = ("failed", INTERRUPTED_REASON, INTERRUPTED_MESSAGE)
+
+UNRECOVERED_MESSAGE = (
+    f"{INTERRUPTED_MESSAGE} (not yet recovered: the next runtime to open the session"
+    " closes the turn and reports its calls to the model)"
+)
+"""The message of a turn interrupted by a runtime that stopped, as the views read it
+before any runtime has reopened the session (the stored row still says ``running``)."""
+_UNRECOVERED = ("failed", INTERRUPTED_REASON, UNRECOVERED_MESSAGE)
 
 Outcomes = dict[int, dict[str, str]]
 """What the effect ledger reported of interrupted calls: turn → event id → status."""
@@ -92,6 +113,51 @@ def note_outcomes(outcomes: Outcomes, event: str, details: Mapping[str, Any]) ->
     if event in ("session_started", "turn_started"):
         for call in details.get("recovered_calls") or ():
             outcomes.setdefault(int(call["turn_index"]), {})[str(call["event_id"])] = call["status"]
+
+
+def _note_ledger(
+    outcomes: Outcomes, ledger: Iterable[Mapping[str, Any]], turn_indexes: set[int]
+) -> None:
+    """Add what the effect ledger holds now of the calls of these turns, where no later
+    turn has reported them yet (as the next runtime will report them)."""
+    batches = [batch for batch in ledger if batch.get("turn_index") in turn_indexes]
+    for call in left_pending_calls(batches) + unreported_calls(batches):
+        outcomes.setdefault(call.turn_index, {}).setdefault(call.event_id, call.status)
+
+
+def left_pending_calls(batches: Iterable[Mapping[str, Any]]) -> list[RecoveredCallRecord]:
+    """The calls of the batches a stopped runtime left ``pending`` (``list_batches``
+    rows), as the next runtime will report them once it has abandoned them
+    (dispatched ones ``unknown``, the others ``not_executed``)."""
+    pending = [
+        {**batch, "state": "cancelled"} for batch in batches if batch.get("state") == "pending"
+    ]
+    return unreported_calls(pending)
+
+
+def unrecovered_turn_rows(
+    turns: Iterable[Mapping[str, Any]], records: Iterable[TurnRecord]
+) -> list[dict[str, Any]]:
+    """``turns`` (stored rows) with each row still ``running`` whose record
+    ``session_records(stopped=True)`` closed as not yet recovered read as its record
+    does (``failed`` / ``interrupted``), so the rows and the records agree."""
+    closed = {
+        record.turn_index: record.failure
+        for record in records
+        if record.failure is not None and record.failure.message == UNRECOVERED_MESSAGE
+    }
+    rows = []
+    for row in turns:
+        failure = closed.get(int(row["turn_index"]))
+        if row.get("status") == "running" and failure is not None:
+            row = {
+                **row,
+                "status": "failed",
+                "failure_reason": failure.reason,
+                "failure_message": failure.message,
+            }
+        rows.append(dict(row))
+    return rows
 
 
 def interrupted(record: TurnRecord) -> TurnRecord:

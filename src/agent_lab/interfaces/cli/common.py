@@ -42,6 +42,11 @@ CORRUPT_STORE_HINT = (
     "Keep a copy of that file, and start afresh with a new data directory "
     "(--home DIR or AGENT_LAB_HOME) or another database (--db FILE)"
 )
+NO_STORE_HINT = (
+    "Nothing has been stored there yet, and this user may not create the store there: "
+    "use a data directory this user may write (--home DIR or AGENT_LAB_HOME) or "
+    "another database (--db FILE)"
+)
 MODES: tuple[ToolInvocationMode, ...] = ("dual_agent", "chat_agent_tools")
 
 
@@ -87,7 +92,8 @@ def describe_error(exc: errors.AgentLabError) -> tuple[int, str]:
         errors.StoreFormatError,
     )
     if isinstance(exc, errors.StoreFormatError):
-        return EXIT_USAGE, f"{exc}. {CORRUPT_STORE_HINT}"
+        missing = str(exc).startswith("there is no session store")
+        return EXIT_USAGE, f"{exc}. {NO_STORE_HINT if missing else CORRUPT_STORE_HINT}"
     if isinstance(exc, usage_errors):
         return EXIT_USAGE, str(exc)
     return EXIT_RUN_FAILED, str(exc)

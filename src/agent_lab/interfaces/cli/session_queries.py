@@ -53,9 +53,9 @@ def open_store(settings: LabSettings, *, reading: bool = False) -> Iterator[Sess
     """The configured session store (see the module docstring), closed afterwards.
 
     A command that only reads (``reading``) still reads an SQLite file this user may
-    not write: where opening it for writing fails as read-only, it is opened for
-    reading only. Errors inside the block become one stderr line and an exit code, as
-    in ``guard``.
+    not write, or what is left of a damaged file: where opening it for writing fails
+    as read-only or corrupt, it is opened for reading only. Errors inside the block
+    become one stderr line and an exit code, as in ``guard``.
     """
     with guard():
         store = _open(settings.store_location(), reading=reading)
@@ -69,9 +69,14 @@ def _open(location: str | Path, *, reading: bool) -> SessionStore:
     try:
         return store_factory.open_store(location)
     except PersistenceFailed as exc:
-        if not reading or exc.reason != "read_only" or store_factory.is_postgres_url(location):
+        if not reading or exc.reason not in _READABLE or store_factory.is_postgres_url(location):
             raise
     return store_factory.open_store(location, read_only=True)
+
+
+_READABLE = ("read_only", "corrupt")
+"""Failures to open for writing after which a reading command reads the file read-only
+(a damaged file: what is left of it, never written to)."""
 
 
 def session_status(store: SessionStore, session_id: str) -> str:

@@ -254,6 +254,8 @@ def _tool_status(tool: Row | None, uncertain: Row | None) -> str:
         return f"uncertain: {_outcome(uncertain)}"
     if uncertain is not None:  # it ran: the ledger recorded its result
         return f"{uncertain['status']} (recorded before the interruption)"
+    if (tool or {}).get("failure_reason") == "outcome_unknown":  # as the ledger has it
+        return "uncertain: outcome unknown — check before repeating"
     return str((tool or {}).get("status") or "not run")  # no execution, nothing in the ledger
 
 

@@ -172,6 +172,11 @@ def show_session(
         print_explained(console, explained)
         return
     print_turns(console, document["records"], document["cost"], written_arguments(audits))
+    status = {turn["turn_index"]: turn["status"] for turn in document["turns"]}
+    summary["turns"] = [  # a turn whose runtime stopped reads as the export has it
+        {**turn, "status": status.get(turn["turn_index"], turn.get("status"))}
+        for turn in summary["turns"]
+    ]
     console.print(turn_metrics_table(summary))
     console.print(audit_timeline_table(audits))
 

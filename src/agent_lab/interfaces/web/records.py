@@ -9,8 +9,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from agent_lab.application.export import not_held
 from agent_lab.application.pricing import PriceTable, cost_breakdown
 from agent_lab.application.record import unreported_calls
+from agent_lab.application.record.reading import left_pending_calls
 from agent_lab.application.session_store import ClaimListing, SessionStore
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
 from agent_lab.domain.errors import SessionNotFound
@@ -108,6 +110,8 @@ def session_record(
         if before_turn is not None:
             turn_rows = [row for row in turn_rows if row["turn_index"] < before_turn]
     unreported = unreported_calls(store.list_unreported_batches(session_id))
+    if not_held(store, session_id):  # and those its stopped runtime left pending
+        unreported += left_pending_calls(store.list_batches(session_id))
     return {
         "session": session,
         "records": turn_rows,

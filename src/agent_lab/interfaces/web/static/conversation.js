@@ -105,9 +105,14 @@ export class Conversation {
     }
   }
 
-  // A closed turn leaves no call running, and a failure gives its reason.
+  // A closed turn leaves no call running, and a failure gives its reason (a turn read
+  // as interrupted before its session was recovered takes the recovered wording).
   closeTurn(turn, record) {
-    if (record.failure && !turn.el.querySelector(".msg.error")) {
+    const shown = turn.el.querySelector(".msg.error");
+    if (record.failure && shown?.dataset.reason === record.failure.reason) {
+      shown.querySelector(".msg-text").textContent = failureText(record);
+    }
+    if (record.failure && !shown) {
       this.closeRunning(turn, record.status === "cancelled" ? "cancelled" : "failed");
       turn.el.append(h("div", { class: "msg error", dataset: { reason: record.failure.reason } },
         h("div", { class: "msg-text" }, failureText(record))));
