@@ -78,6 +78,8 @@ def session_record(
     its turn ``records`` (what the page renders a turn from; with ``prices``, each call's
     ``cold_start`` comes from them) and ``unreported_calls``:
     calls of interrupted batches that the next turn will report (uncertain effects).
+    Request audits come without the conversation they repeat (``deferred``, see
+    ``DEFERRED_FIELDS``); ``turn_audits`` has them in full.
 
     Args:
         store: Where the session lives.
@@ -117,11 +119,49 @@ def session_record(
         "records": turn_rows,
         "unreported_calls": [call.model_dump(mode="json") for call in unreported],
         "messages": messages,
-        "audit": [{"offset": audit["id"], **audit} for audit in audits],
+        "audit": [_shipped(audit) for audit in audits],
         "turns": turns,
         "calls": calls,
         "usage": usage["session"],
     }
+
+
+DEFERRED_FIELDS = {
+    "chat_agent_request": ("messages",),
+    "event_agent_request": ("history",),
+    "chat_agent_response": ("raw_chunks",),
+}
+"""Bulky fields of audits that only a bar's detail shows: each request's messages
+(which repeat the conversation so far, so a trail with them grows quadratically) and a
+response's raw chunks. A session's trail ships without them (``deferred`` gives each
+one's length), so it grows linearly with the session; ``turn_audits`` gives them back,
+for the one turn a user opens."""
+
+
+def _shipped(audit: dict[str, Any]) -> dict[str, Any]:
+    entry = {"offset": audit["id"], **audit}
+    details = audit.get("details")
+    if not isinstance(details, dict):
+        return entry
+    fields = [
+        f for f in DEFERRED_FIELDS.get(audit["event"], ()) if isinstance(details.get(f), list)
+    ]
+    if fields:
+        entry["details"] = {key: value for key, value in details.items() if key not in fields}
+        entry["deferred"] = {field: len(details[field]) for field in fields}
+    return entry
+
+
+def turn_audits(store: SessionStore, session_id: str, turn_index: int) -> list[dict[str, Any]]:
+    """One turn's audits in full (requests with the messages they sent), with offsets.
+
+    Raises:
+        SessionNotFound: no such session.
+    """
+    if store.get_session(session_id) is None:
+        raise SessionNotFound(session_id)
+    audits = store.list_audit_logs(session_id, turn_index=turn_index)
+    return [{"offset": audit["id"], **audit} for audit in audits]
 
 
 def _priced(

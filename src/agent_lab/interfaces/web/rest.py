@@ -75,6 +75,22 @@ async def get_session(
     return {**record, "live": state.hub.is_live(session_id)}
 
 
+@router.get("/sessions/{session_id}/audit")
+async def turn_audit(
+    session_id: str,
+    turn_index: int = Query(ge=0),
+    state: WebState = Depends(_state),
+) -> dict[str, Any]:
+    """One turn's audits in full: the requests with the messages they sent, which the
+    session's trail leaves out (``deferred``)."""
+    _check_id(session_id)
+    try:
+        audits = await asyncio.to_thread(records.turn_audits, state.store(), session_id, turn_index)
+    except SessionNotFound:
+        raise HTTPException(404, detail=_NOT_FOUND) from None
+    return {"audit": state.masker.value(audits)}
+
+
 @router.delete("/sessions/{session_id}", status_code=204)
 async def delete_session(session_id: str, state: WebState = Depends(_state)) -> Response:
     """Delete a stored session; 409 while it is live, here or in any other process

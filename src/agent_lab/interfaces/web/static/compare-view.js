@@ -20,10 +20,10 @@ export async function loadCompare(state, refreshList) {
   }
 }
 
-function showCompareDetail(item) {
+function showCompareDetail(item, sessionId) {
   const panel = $("#compare-detail");
   panel.hidden = false;
-  renderDetail(panel, item);
+  renderDetail(panel, item, sessionId);
   panel.prepend(h("button", { type: "button", class: "ghost small detail-close", onclick: () => { panel.hidden = true; } }, "Close"));
 }
 

@@ -29,7 +29,7 @@ export function renderCompare(columns, records, turnIndex, onSelect) {
     const parts = [header(record), totals(record), other ? deltas(record, other, turnIndex) : null,
       turnTable(record, turnIndex), h("h3", { class: "section-title" }, `Turn ${turnIndex} timeline`), chart];
     column.replaceChildren(...parts.filter(Boolean));
-    renderWaterfall(chart, models[index], { scale, onSelect });
+    renderWaterfall(chart, models[index], { scale, onSelect: (item) => onSelect(item, record.session.id) });
   });
 }
 

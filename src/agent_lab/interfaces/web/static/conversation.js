@@ -34,9 +34,14 @@ export class Conversation {
   // ledger still holds as unreported (uncertain until the next turn reports them).
   renderRecord(record) {
     const ends = sessionEnds(record.audit);
-    for (const turn of record.records || []) {
-      this.renderTurn(turn);
-      if (ends.after.has(turn.turn_index)) this.sessionEnded();
+    this.bulk = true;  // one scroll at the end: a scroll per line lays out every turn again
+    try {
+      for (const turn of record.records || []) {
+        this.renderTurn(turn);
+        if (ends.after.has(turn.turn_index)) this.sessionEnded();
+      }
+    } finally {
+      this.bulk = false;
     }
     const unreported = record.unreported_calls || [];
     this.markUncertain(unreported);
@@ -292,6 +297,7 @@ export class Conversation {
   }
 
   scroll(force = false) {
+    if (this.bulk) return;
     const root = this.root;
     const nearBottom = root.scrollHeight - root.scrollTop - root.clientHeight < 160;
     if (force || nearBottom) root.scrollTop = root.scrollHeight;

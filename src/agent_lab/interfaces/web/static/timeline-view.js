@@ -24,7 +24,7 @@ export function renderTimeline(state) {
   }
   const audits = state.audits.get(state.timelineTurn) || [];
   const model = buildTimeline(audits, state.records.get(state.timelineTurn) || null);
-  renderWaterfall($("#timeline"), model, { onSelect: (item) => renderDetail($("#detail"), item) });
+  renderWaterfall($("#timeline"), model, { onSelect: (item) => renderDetail($("#detail"), item, state.sessionId) });
   const summary = turnSummary(state, state.timelineTurn);
   if (summary) $("#timeline").prepend(summary);
   if (!state.sessionId) $("#timeline").replaceChildren(h("p", { class: "empty" }, "Start or open a session to see its timeline."));

@@ -4,6 +4,7 @@
 // status, result and failure reason) comes from the turn record, live as reopened;
 // the audits give the clock and the requests as sent.
 
+import { fullAudit, isDeferred } from "./deferred.js";
 import { h, ms, pretty } from "./dom.js";
 import { ignoredEvents } from "./records.js";
 
@@ -233,7 +234,9 @@ function niceStep(raw) {
   return power * 10;
 }
 
-export function renderDetail(container, item) {
+// `sessionId`: the session the item's audits belong to, to fetch a request's messages
+// that a stored session's trail leaves out (`deferred`).
+export function renderDetail(container, item, sessionId = null) {
   if (!item) {
     container.replaceChildren(h("div", { class: "detail-empty" }, "Click a bar to inspect what was sent and received."));
     return;
@@ -241,7 +244,7 @@ export function renderDetail(container, item) {
   const sections = Object.entries(item.details || {}).map(([name, value], index) =>
     h("details", { class: "detail-section", open: index < 2 },
       h("summary", {}, name),
-      h("pre", {}, pretty(value && value.details ? value.details : value))));
+      detailText(value, sessionId)));
   container.replaceChildren(
     h("div", { class: "detail-head" },
       h("h3", {}, item.label),
@@ -249,4 +252,14 @@ export function renderDetail(container, item) {
         `${ms(item.start)} → ${ms(item.end)} · ${ms(item.end - item.start)}`,
         item.wait ? ` · first token after ${ms(item.wait.end - item.wait.start)}` : "")),
     ...sections);
+}
+
+function detailText(value, sessionId) {
+  if (!isDeferred(value) || !sessionId) return h("pre", {}, pretty(value && value.details ? value.details : value));
+  const pre = h("pre", { "aria-busy": "true" }, "loading the request as sent…");
+  fullAudit(sessionId, value)
+    .then((full) => { pre.textContent = pretty(full.details); })
+    .catch((error) => { pre.textContent = `could not load the request: ${error.message || error}`; })
+    .finally(() => pre.removeAttribute("aria-busy"));
+  return pre;
 }
