@@ -16,16 +16,25 @@ RESULTS_HEADER = "EventAgent results:\n"
 
 
 class History:
-    """The conversation after the pre-messages, append-only, with each message's dump
-    made once (request audits list every message sent, every round), and the event
-    agent's view of it (``EventView``), made on first use (only a ``dual_agent`` batch
-    asks for it) and then kept up to date as messages are appended."""
+    """The conversation after the pre-messages, append-only, with the dumps its request
+    audits list (every message sent, every round), and the event agent's view of it
+    (``EventView``), made on first use (only a ``dual_agent`` batch asks for it) and
+    then kept up to date as messages are appended.
 
-    __slots__ = ("_event_view", "dumps", "messages")
+    A message's dump is kept once a second request sends it: the request that sends a
+    message for the first time gets a dump made for it alone, which lives only as long
+    as that audit does. So a session keeps no dump (nor a list of them) of what it has
+    sent only once, such as the user message of the turn it is streaming, and a long
+    history is still dumped at most twice per message, not once per round."""
+
+    __slots__ = ("_event_view", "_kept", "_sent", "messages")
 
     def __init__(self, messages: Iterable[ChatMessage] = ()) -> None:
         self.messages: list[ChatMessage] = []
-        self.dumps: list[dict[str, Any]] = []
+        self._kept: list[dict[str, Any]] | None = None
+        """The dumps of the first ``len(_kept)`` messages (made by their second request)."""
+        self._sent = 0
+        """How many messages the last request sent."""
         self._event_view: EventView | None = None
         self.extend(messages)
 
@@ -37,13 +46,24 @@ class History:
 
     def append(self, message: ChatMessage) -> None:
         self.messages.append(message)
-        self.dumps.append(message.model_dump())
         if self._event_view is not None:
             self._event_view.add(message)
 
     def extend(self, messages: Iterable[ChatMessage]) -> None:
         for message in messages:
             self.append(message)
+
+    def add_dumps(self, dumps: list[dict[str, Any]]) -> None:
+        """Append every message's dump to ``dumps`` (a request audit's list), in order."""
+        messages, sent, kept = self.messages, self._sent, self._kept
+        if sent and (kept is None or len(kept) < sent):  # sent again now: keep them
+            if kept is None:
+                kept = self._kept = []
+            kept.extend(message.model_dump() for message in messages[len(kept) : sent])
+        if kept:
+            dumps.extend(kept)
+        dumps.extend(message.model_dump() for message in messages[len(kept or ()) :])
+        self._sent = len(messages)
 
     def __iter__(self) -> Iterator[ChatMessage]:
         return iter(self.messages)
@@ -161,7 +181,8 @@ def chat_request_messages(
 ) -> ChatRequestMessages:
     """System prompts, the catalog after the leading system messages, pre-messages, history."""
     messages = [*prefix.messages, *history.messages]
-    dumps = [*prefix.dumps, *history.dumps]
+    dumps = [*prefix.dumps]
+    history.add_dumps(dumps)
     if catalog is not None:
         catalog_message = ChatMessage(role="system", content=catalog)
         messages.insert(prefix.catalog_at, catalog_message)
