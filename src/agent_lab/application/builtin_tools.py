@@ -25,6 +25,7 @@ A handler that refuses its input, or whose backend fails, raises ``BuiltinToolEr
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -141,8 +142,15 @@ def _handoff_note_tool(notes: NoteBook) -> ToolDefinition:
 
 
 def _resolve_handoff_note(event: ToolCallEvent, context: ToolExecutionContext) -> dict[str, Any]:
+    return _from_request(context, "message", note_text)
+
+
+def _from_request(
+    context: ToolExecutionContext, argument: str, read: Callable[[str], str]
+) -> dict[str, Any]:
+    """``argument`` read from the user's latest request; nothing when there is none."""
     message = context.latest_text("user")
-    return {"message": note_text(message)} if message else {}
+    return {argument: read(message)} if message else {}
 
 
 # --- knowledge.web.search -----------------------------------------------------------
@@ -182,8 +190,7 @@ def _web_search_tool(backend: SearchBackend) -> ToolDefinition:
 
 
 def _resolve_web_search(event: ToolCallEvent, context: ToolExecutionContext) -> dict[str, Any]:
-    message = context.latest_text("user")
-    return {"query": search_query(message)} if message else {}
+    return _from_request(context, "query", search_query)
 
 
 # --- calendar.schedule.create -------------------------------------------------------

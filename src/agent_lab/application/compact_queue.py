@@ -46,8 +46,8 @@ class CompactQueue(asyncio.Queue[T]):
     an empty stand-in for the putters (a real deque when ``maxsize`` bounds it) and a
     shared stand-in for the ``join()`` event until someone joins. Same behaviour as
     ``asyncio.Queue``. ``put``/``put_nowait``/``get``/``get_nowait`` are its own
-    steps written out in one method each (no ``full()``, ``empty()`` or
-    ``_wakeup_next()`` call per item): a queue carries every delta and audit of a
+    steps written out in one method each (no ``full()`` or ``empty()`` call per
+    item, and a wake-up call only when someone waits): a queue carries every delta and audit of a
     session, and the calls were a quarter of a session's Python calls.
 
     An item can be completed when it is taken (``complete_when_taken``): the runtime
@@ -88,12 +88,8 @@ class CompactQueue(asyncio.Queue[T]):
         finished = self._finished
         if finished is not _NOBODY_JOINS:
             finished.clear()
-        getters = self._getters
-        while getters:
-            getter = getters.popleft()
-            if not getter.done():
-                getter.set_result(None)
-                break
+        if self._getters:
+            _wake_first(self._getters)
 
     async def get(self) -> T:
         """Remove and return an item, waiting until one is available (``asyncio.Queue``'s
@@ -117,12 +113,8 @@ class CompactQueue(asyncio.Queue[T]):
         if not self._queue:
             raise asyncio.QueueEmpty
         item = self._get()
-        putters = self._putters
-        while putters:
-            putter = putters.popleft()
-            if not putter.done():
-                putter.set_result(None)
-                break
+        if self._putters:
+            _wake_first(self._putters)
         return item
 
     async def join(self) -> None:
@@ -219,3 +211,12 @@ class SparseQueue(CompactQueue[T]):
         if not self._getters:
             self._getters = _NO_WAITERS
         return self.get_nowait()
+
+
+def _wake_first(waiters: deque[asyncio.Future[None]]) -> None:
+    """Wake the first waiter still waiting (``asyncio.Queue``'s ``_wakeup_next``)."""
+    while waiters:
+        waiter = waiters.popleft()
+        if not waiter.done():
+            waiter.set_result(None)
+            return
