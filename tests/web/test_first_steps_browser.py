@@ -1,6 +1,7 @@
 """What a new user meets first, in headless Chromium against a real server: a refused
 first message stays said, a sent message is scrolled into view, the event budget notice
-survives a reload, and the endpoint and key typed for a session stay with it."""
+survives a reload, the endpoint and key typed for a session stay with it, and the page
+is usable by keyboard, with right-to-left text and at 1280 px."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
+from websockets.sync.client import connect
 
 from agent_lab.interfaces.web import WebOptions
 from agent_lab.testing.sse_server import SSETranscriptServer
 from tests.web.test_browser import CHROMIUM_ARGS, VIEWPORT, browser, send, wait_turn_done
-from tests.web.test_hardening import chat_reply
-from tests.web.web_support import ServedLab, lab_settings, served
+from tests.web.test_hardening import chat_reply, frames_until, lab_of, of_type
+from tests.web.web_support import ServedLab, lab_settings, served, start_message
 
 pytestmark = pytest.mark.browser
 __all__ = ["CHROMIUM_ARGS", "browser"]  # fixtures shared with test_browser
@@ -141,3 +143,63 @@ def test_endpoint_and_key_stay_with_the_session_they_were_typed_for(
         f"Bearer {SECRET}"
     ] * 2
     assert SECRET not in storage and json.loads(storage)[1] == {}
+
+
+UNNAMED_CONTROLS = """() => [...document.querySelectorAll('input, textarea, select')]
+  .filter((el) => !el.labels?.length && !el.getAttribute('aria-label')
+    && !el.getAttribute('aria-labelledby'))
+  .map((el) => el.id || el.outerHTML.slice(0, 80))"""
+PAST_THE_RIGHT_EDGE = """() => [...document.querySelectorAll('body *')]
+  .filter((el) => { const box = el.getBoundingClientRect();
+    return box.width > 0 && box.right > document.documentElement.clientWidth + 1; })
+  .map((el) => `${el.tagName}.${el.className}`)"""
+
+
+def test_controls_are_named_tabs_keyboard_usable_and_rtl_text_reads_right_at_1280_px(
+    browser: Browser, lab: ServedLab
+) -> None:
+    with connect(f"{lab.ws_url}/ws/sessions/both-modes", proxy=None) as ws:
+        ws.send(json.dumps(start_message(lab_of(lab), "Set the volume to 20", mode="dual_agent")))
+        frames_until(ws, of_type("turn_completed"))
+        ws.send(json.dumps({"type": "close"}))
+        frames_until(ws, of_type("detached"))
+        again = start_message(lab_of(lab), "Set the volume to 30", mode="chat_agent_tools")
+        ws.send(json.dumps(again))
+        frames_until(ws, of_type("turn_completed"))
+    page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    page.on("pageerror", lambda error: pytest.fail(f"page error: {error}"))
+    page.goto(lab.base_url + "/")
+    expect(page.locator("#tool-list input")).not_to_have_count(0)
+    assert page.evaluate(UNNAMED_CONTROLS) == []
+
+    send(page, "שלום, מה שלומך?")
+    wait_turn_done(page, 1)
+    for text in (page.locator(".msg.user .msg-text"), page.locator(".msg.assistant .msg-text")):
+        expect(text.first).to_have_attribute("dir", "auto")
+    assert (
+        page.locator(".msg.user .msg-text").evaluate("el => getComputedStyle(el).direction")
+        == "rtl"
+    )
+
+    lab_tab = page.locator(".tab[data-view=lab]")
+    lab_tab.focus()
+    page.keyboard.press("ArrowRight")
+    expect(page.locator(".tab[data-view=timeline]")).to_be_focused()
+    expect(page.locator(".tab[data-view=timeline]")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#view-timeline")).to_be_visible()
+    assert page.evaluate(PAST_THE_RIGHT_EDGE) == []
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("#view-sessions")).to_be_visible()
+    expect(page.locator("#sessions-body tr[data-session='both-modes'] .badge")).to_contain_text(
+        "mixed"
+    )
+    assert page.evaluate(PAST_THE_RIGHT_EDGE) == []
+    page.keyboard.press("End")
+    expect(page.locator("#view-compare")).to_be_visible()
+    assert page.evaluate(PAST_THE_RIGHT_EDGE) == []
+    page.keyboard.press("Home")
+    expect(lab_tab).to_be_focused()
+    expect(page.locator("#view-lab")).to_be_visible()
+    assert page.evaluate(PAST_THE_RIGHT_EDGE) == []
+    assert page.locator(".tab[tabindex='0']").count() == 1
+    page.context.close()

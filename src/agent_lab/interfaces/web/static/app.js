@@ -8,14 +8,16 @@ import { SessionConnections } from "./connections.js";
 import { Conversation } from "./conversation.js";
 import { openExplain } from "./explain.js";
 import { $, h, ms, num, shortId, toast } from "./dom.js";
-import { clearFieldErrors, fieldInput, LiveFigures, QueuedMessages, showFieldError } from "./feedback.js";
+import { clearFieldErrors, LiveFigures, QueuedMessages } from "./feedback.js";
 import { tokensText } from "./figures.js";
 import { groupAudits, recordsByTurn, sessionEnds } from "./records.js";
 import { modeBadge } from "./modes.js";
 import { matches, renderSessions } from "./sessions.js";
 import { panelSettings, rememberedRequest, rememberRequest, RunSettings, showSettingsHints } from "./settings-state.js";
 import { SessionSocket } from "./socket.js";
+import { markTab, wireTabs } from "./tabs.js";
 import { renderTimeline } from "./timeline-view.js";
+import { Refusals, restoreComposer } from "./refusals.js";
 
 const SESSION_KEY = "agentlab.session";
 const STATUS_TEXT = {
@@ -50,6 +52,7 @@ const config = new ConfigPanel($("#config"));
 const conversation = new Conversation($("#messages"), $("#empty-hint"));
 const queued = new QueuedMessages($("#messages"), $("#drop-queued"));
 const connections = new SessionConnections(config);
+const refusals = new Refusals({ state, queued, conversation, setPhase });
 
 // ---------------------------------------------------------------- boot & views
 
@@ -99,7 +102,7 @@ function wireControls() {
   $("#drop-queued").addEventListener("click", () => state.socket?.send({ type: "drop_queued" }));
   $("#sessions-search").addEventListener("input", showSessions);
   $("#sessions-filter").addEventListener("change", showSessions);
-  for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showView(tab.dataset.view));
+  wireTabs(showView);
   $("#composer").addEventListener("submit", (event) => { event.preventDefault(); sendTurn(); });
   $("#composer-input").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) { event.preventDefault(); sendTurn(); }
@@ -121,7 +124,7 @@ function wireControls() {
 
 function showView(name) {
   state.view = name;
-  for (const tab of document.querySelectorAll(".tab")) tab.setAttribute("aria-selected", String(tab.dataset.view === name));
+  markTab(name);
   for (const view of document.querySelectorAll(".view")) view.hidden = view.dataset.view !== name;
   if (name === "timeline") renderTimeline(state);
   if (name === "sessions") loadSessions();
@@ -170,7 +173,7 @@ function connectSession(sessionId, firstMessage = "") {
     startCommand,
     onMessage: handleMessage,
     onControl: handleControl,
-    onState: (phase) => (phase === "too-large" ? tooLarge() : setPhase(phase)),
+    onState: (phase) => (phase === "too-large" ? refusals.tooLarge() : setPhase(phase)),
   });
   state.socket.open(firstMessage);
 }
@@ -236,47 +239,6 @@ function sendTurn() {
   conversation.follow();
 }
 
-// The server closed the socket on a message over its frame limit: say so, keep the
-// typed message, and let the next Send open a fresh connection.
-function tooLarge() {
-  state.socket = null;
-  const text = "The request is too large for the server: shorten the system prompts or pre-messages";
-  if (!showFieldError("message", text)) toast(text, "error");
-  restoreComposer(state.lastSent);
-  setPhase("rejected");
-}
-
-function restoreComposer(text) {
-  const input = $("#composer-input");
-  if (text && !input.value.trim()) input.value = text;
-}
-
-// An error is shown where it stays: under its field, or under the composer (which gets
-// the message back) when it refused a message — never only in a passing toast.
-function onError(frame) {
-  const starting = state.phase === "connecting" || state.phase === "pending" || state.phase === "restarting";
-  state.restartNote = null;
-  if (frame.field === "session") {
-    restoreComposer(state.lastSent);
-    toast(frame.message, "error");
-    return;
-  }
-  if (frame.field === "queue" || frame.field === "rate") {
-    restoreComposer(state.phase === "running" ? queued.refusedLast() : state.lastSent);
-    showFieldError("message", `Not sent: ${frame.message}`);
-    if (state.phase === "connecting") setPhase("rejected");
-    return;
-  }
-  // A session its runtime could not open (another runtime drives it…) ends no turn:
-  // said under the composer, which gets the message back.
-  const underField = fieldInput(frame.field) && !(frame.failure_reason && !frame.field);
-  const shown = underField ? showFieldError(frame.field, frame.message)
-    : (starting || frame.failure_reason) && showFieldError("message", `Not sent: ${frame.message}`);
-  if (!shown) toast(frame.message, "error");
-  if (starting) restoreComposer(state.lastSent);
-  if (state.phase === "connecting") setPhase("rejected");
-}
-
 function handleControl(frame) {
   switch (frame.type) {
     case "attached":
@@ -286,7 +248,7 @@ function handleControl(frame) {
     case "queued":
       break;
     case "dropped":
-      onDropped(frame);
+      refusals.dropped(frame);
       break;
     case "deleted":
       sessionDeleted();
@@ -297,7 +259,7 @@ function handleControl(frame) {
     case "detached":
       if (state.restart) return restartWithSettings();
       setPhase("ended");
-      notRun(queued.take(), "the session ended before their turn");  // a server that said nothing
+      refusals.notRun(queued.take(), "the session ended before their turn");  // a server that said nothing
       conversation.sessionEnded();
       refreshRecord();
       break;
@@ -305,35 +267,11 @@ function handleControl(frame) {
       if (!frame.accepted) toast("No turn to cancel");
       break;
     case "error":
-      onError(frame);
+      refusals.error(frame);
       break;
     default:
       break;
   }
-}
-
-const DROP_REASONS = {
-  session_ended: "the session ended before their turn",
-  close: "the session was ended in another tab or window",
-  drop_queued: "they were dropped in another tab or window",
-};
-
-// Queued messages the server will not run: gone from the queue; unless this page asked
-// for it, said in the conversation, and the text goes back into the composer.
-function onDropped(frame) {
-  const mine = queued.take(frame.contents);
-  if (frame.requested || !frame.reason) {
-    if (frame.count) toast(`Dropped ${frame.count} queued message${frame.count === 1 ? "" : "s"}`);
-    return;
-  }
-  notRun(mine, DROP_REASONS[frame.reason] || "they were dropped");
-}
-
-function notRun(texts, why) {
-  if (!texts.length) return;
-  const what = texts.length === 1 ? "A queued message will not run" : `${texts.length} queued messages will not run`;
-  conversation.notice(`${what}: ${why}. The text is back in the composer.`);
-  restoreComposer(texts.join("\n"));
 }
 
 // The runtime ended to take the changed settings: a new one starts with them and the

@@ -224,7 +224,7 @@ export class Conversation {
     const turn = this.current || this.turn(1);
     if (!turn.rounds.has(index)) {
       const text = document.createTextNode("");
-      const said = h("div", { class: "msg-text" }, text);
+      const said = h("div", { class: "msg-text", dir: "auto" }, text);
       const bubble = h("div", { class: "msg assistant" },
         h("div", { class: "msg-meta" }, `Assistant · round ${index}`), said);
       bubble.hidden = true;

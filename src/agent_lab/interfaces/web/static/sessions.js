@@ -17,7 +17,7 @@ function sessionRow(session, actions) {
   const failed = session.failed_turns ? ` · ${session.failed_turns} failed or cancelled turn${session.failed_turns === 1 ? "" : "s"}` : "";
   return h("tr", { dataset: { session: session.id, status } },
     h("td", { class: "title-cell" },
-      h("div", { class: "session-title", title: session.title || "" }, session.title || "Untitled session"),
+      h("div", { class: "session-title", dir: "auto", title: session.title || "" }, session.title || "Untitled session"),
       h("div", { class: "session-id mono", title: session.id }, shortId(session.id))),
     h("td", {}, h("span", { class: `status status-${status}`, title: `last turn: ${status}${failed}` }, status),
       session.live ? h("span", { class: "live-dot", title: liveTitle(session), "aria-label": "live" }) : null),
