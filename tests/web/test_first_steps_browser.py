@@ -15,7 +15,8 @@ from websockets.sync.client import connect
 
 from agent_lab.interfaces.web import WebOptions
 from agent_lab.testing.sse_server import SSETranscriptServer
-from tests.web.test_browser import CHROMIUM_ARGS, VIEWPORT, browser, send, wait_turn_done
+from tests.web.test_browser import CHROMIUM_ARGS, browser, send, wait_turn_done
+from tests.web.test_browser_checks import open_page
 from tests.web.test_hardening import chat_reply, frames_until, lab_of, of_type
 from tests.web.web_support import ServedLab, lab_settings, served, start_message
 
@@ -29,14 +30,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedLab]:
     home = tmp_path_factory.mktemp("first-steps-lab")
     with served(lab_settings(home, simulated_ttft_ms=20, simulated_tokens_per_second=800)) as srv:
         yield srv
-
-
-def open_page(browser: Browser, lab: ServedLab) -> Page:
-    page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.on("pageerror", lambda error: pytest.fail(f"page error: {error}"))
-    page.goto(lab.base_url + "/")
-    expect(page.locator("#tool-list input")).not_to_have_count(0)
-    return page
 
 
 @pytest.fixture
@@ -53,6 +46,7 @@ def open_stored(page: Page, session_id: str) -> None:
 
 
 def session_id(page: Page) -> str:
+    """The id of the session the page shows."""
     return str(page.evaluate("sessionStorage.getItem('agentlab.session')"))
 
 

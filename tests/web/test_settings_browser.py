@@ -4,41 +4,20 @@ a reopened one), sessions whose turns ran in both tool modes, numbers out of ran
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
-from tests.web.test_browser import CHROMIUM_ARGS, VIEWPORT, browser, send, wait_turn_done
+from tests.web.test_browser import CHROMIUM_ARGS, browser, send, wait_turn_done
+from tests.web.test_first_steps_browser import lab, page, session_id
 from tests.web.test_hardening import lab_of
-from tests.web.web_support import ServedLab, lab_settings, served
+from tests.web.web_support import ServedLab
 
 pytestmark = pytest.mark.browser
-__all__ = ["CHROMIUM_ARGS", "browser"]  # fixtures shared with test_browser
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedLab]:
-    home = tmp_path_factory.mktemp("settings-lab")
-    with served(lab_settings(home, simulated_ttft_ms=20, simulated_tokens_per_second=800)) as srv:
-        yield srv
-
-
-@pytest.fixture
-def page(browser: Browser, lab: ServedLab) -> Iterator[Page]:
-    page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.on("pageerror", lambda error: pytest.fail(f"page error: {error}"))
-    page.goto(lab.base_url + "/")
-    expect(page.locator("#tool-list input")).not_to_have_count(0)
-    yield page
-    page.context.close()
-
-
-def session_id(page: Page) -> str:
-    return str(page.evaluate("sessionStorage.getItem('agentlab.session')"))
+__all__ = ["CHROMIUM_ARGS", "browser", "lab", "page"]  # fixtures shared with other tests
 
 
 def chat_requests(lab: ServedLab, session: str) -> list[dict[str, Any]]:
