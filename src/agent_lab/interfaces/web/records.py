@@ -44,6 +44,7 @@ def session_summaries(
         summaries.append(
             {
                 **_without_config(session),
+                "modes": turn_modes(usage["calls"]),
                 "usage": _session_usage(usage, prices),
                 "live": session_id in live or session_id in held,
                 "live_elsewhere": session_id in held and session_id not in live,
@@ -60,6 +61,24 @@ def _session_usage(usage: dict[str, Any], prices: PriceTable | None) -> dict[str
         return dict(usage["session"])
     total = cost_breakdown(usage["calls"], prices).session.total.amount
     return {**usage["session"], "cost": _float(total)}
+
+
+def turn_modes(calls: list[dict[str, Any]]) -> list[str]:
+    """The tool modes the session's turns ran in, in turn order, each run of turns in
+    one mode named once: ``["dual_agent", "chat_agent_tools"]`` for a session whose
+    runtime was restarted in the other mode. ``mode`` is only its first request's.
+
+    A turn's mode is its model calls' (a turn that made none is left out)."""
+    by_turn: dict[int, str] = {}
+    for call in calls:
+        turn, mode = call.get("turn_index"), call.get("mode")
+        if isinstance(turn, int) and isinstance(mode, str):
+            by_turn.setdefault(turn, mode)
+    modes: list[str] = []
+    for turn in sorted(by_turn):
+        if not modes or modes[-1] != by_turn[turn]:
+            modes.append(by_turn[turn])
+    return modes
 
 
 def _last_status(turns: list[dict[str, Any]]) -> str:
@@ -115,7 +134,7 @@ def session_record(
     if not_held(store, session_id):  # and those its stopped runtime left pending
         unreported += left_pending_calls(store.list_batches(session_id))
     return {
-        "session": session,
+        "session": {**session, "modes": turn_modes(usage["calls"])},
         "records": turn_rows,
         "unreported_calls": [call.model_dump(mode="json") for call in unreported],
         "messages": messages,

@@ -4,22 +4,27 @@
 import { api, ApiError, askToken, captureTokenFromFragment, download } from "./api.js";
 import { loadCompare } from "./compare-view.js";
 import { ConfigPanel } from "./config.js";
+import { SessionConnections } from "./connections.js";
 import { Conversation } from "./conversation.js";
 import { openExplain } from "./explain.js";
 import { $, h, ms, num, shortId, toast } from "./dom.js";
-import { budgetNotice, budgetSpent, clearFieldErrors, LiveFigures, QueuedMessages, showFieldError } from "./feedback.js";
+import { clearFieldErrors, LiveFigures, QueuedMessages } from "./feedback.js";
 import { tokensText } from "./figures.js";
 import { groupAudits, recordsByTurn, sessionEnds } from "./records.js";
+import { modeBadge } from "./modes.js";
 import { matches, renderSessions } from "./sessions.js";
+import { panelSettings, rememberedRequest, rememberRequest, RunSettings, showSettingsHints } from "./settings-state.js";
 import { SessionSocket } from "./socket.js";
+import { markTab, wireTabs } from "./tabs.js";
 import { renderTimeline } from "./timeline-view.js";
+import { Refusals, restoreComposer } from "./refusals.js";
 
 const SESSION_KEY = "agentlab.session";
 const STATUS_TEXT = {
   idle: "no session", connecting: "connecting…", live: "live", running: "running",
   pending: "ready to continue", ended: "ended", reconnecting: "reconnecting…",
   stored: "stored", refused: "refused", unauthorized: "token needed",
-  rejected: "not started", deleted: "deleted",
+  rejected: "not started", deleted: "deleted", restarting: "applying settings…",
 };
 
 const state = {
@@ -38,11 +43,16 @@ const state = {
   renderQueued: false,
   lastSent: "",
   liveFigures: new LiveFigures(),
+  runSettings: new RunSettings(),
+  restart: null,
+  restartNote: null,
 };
 
 const config = new ConfigPanel($("#config"));
 const conversation = new Conversation($("#messages"), $("#empty-hint"));
 const queued = new QueuedMessages($("#messages"), $("#drop-queued"));
+const connections = new SessionConnections(config);
+const refusals = new Refusals({ state, queued, conversation, setPhase });
 
 // ---------------------------------------------------------------- boot & views
 
@@ -92,7 +102,7 @@ function wireControls() {
   $("#drop-queued").addEventListener("click", () => state.socket?.send({ type: "drop_queued" }));
   $("#sessions-search").addEventListener("input", showSessions);
   $("#sessions-filter").addEventListener("change", showSessions);
-  for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showView(tab.dataset.view));
+  wireTabs(showView);
   $("#composer").addEventListener("submit", (event) => { event.preventDefault(); sendTurn(); });
   $("#composer-input").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) { event.preventDefault(); sendTurn(); }
@@ -104,7 +114,9 @@ function wireControls() {
     if (state.sessionId) openExplain(state.sessionId).catch((error) => toast(`explain failed: ${error.message}`));
   });
   $("#explain-close").addEventListener("click", () => $("#explain-dialog").close());
-  $("#reset-config").addEventListener("click", () => config.reset());
+  $("#reset-config").addEventListener("click", () => { connections.reset(config.reset()); showHints(); });
+  $("#config").addEventListener("input", showHints);
+  $("#config").addEventListener("change", showHints);
   $("#refresh-sessions").addEventListener("click", loadSessions);
   $("#timeline-turn").addEventListener("change", (event) => { state.timelineTurn = Number(event.target.value); renderTimeline(state); });
   for (const id of ["#compare-a", "#compare-b", "#compare-turn"]) $(id).addEventListener("change", () => loadCompare(state, id !== "#compare-turn"));
@@ -112,7 +124,7 @@ function wireControls() {
 
 function showView(name) {
   state.view = name;
-  for (const tab of document.querySelectorAll(".tab")) tab.setAttribute("aria-selected", String(tab.dataset.view === name));
+  markTab(name);
   for (const view of document.querySelectorAll(".view")) view.hidden = view.dataset.view !== name;
   if (name === "timeline") renderTimeline(state);
   if (name === "sessions") loadSessions();
@@ -127,6 +139,11 @@ function setPhase(phase) {
   $("#cancel-turn").disabled = phase !== "running";
   $("#end-session").disabled = !(phase === "live" || phase === "running");
   $("#explain-turns").disabled = !state.sessionId || phase === "running";
+  showHints();
+}
+
+function showHints() {
+  showSettingsHints({ phase: state.phase, record: state.record, changed: state.runSettings.changed(panelSettings(config)) });
 }
 
 // ---------------------------------------------------------------- session socket
@@ -136,10 +153,15 @@ function newId() {
   return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+// A start with a message starts a runtime (unless one is live) with the panel's settings.
 function startCommand(firstMessage, resumeFrom, streamId) {
   const command = { type: "start", request: config.request(firstMessage), resume_from: resumeFrom, stream_id: streamId };
   const connection = config.connection();
   if (connection) command.connection = connection;
+  if (firstMessage) {
+    state.runSettings.set(panelSettings(config));
+    rememberRequest(state.sessionId, command.request);
+  }
   return command;
 }
 
@@ -151,7 +173,7 @@ function connectSession(sessionId, firstMessage = "") {
     startCommand,
     onMessage: handleMessage,
     onControl: handleControl,
-    onState: (phase) => (phase === "too-large" ? tooLarge() : setPhase(phase)),
+    onState: (phase) => (phase === "too-large" ? refusals.tooLarge() : setPhase(phase)),
   });
   state.socket.open(firstMessage);
 }
@@ -163,6 +185,9 @@ function resetSessionView(sessionId) {
   state.liveTurn = null;
   state.record = null;
   state.timelineTurn = null;
+  state.runSettings.clear();
+  state.restart = null;
+  state.restartNote = null;
   conversation.reset();
   queued.clear();
   clearFieldErrors();
@@ -171,11 +196,13 @@ function resetSessionView(sessionId) {
 }
 
 function newSession() {
+  connections.keep(state.sessionId);
   if (state.phase === "live") state.socket?.send({ type: "close" });
   state.socket?.close();
   state.socket = null;
   sessionStorage.removeItem(SESSION_KEY);
   resetSessionView(null);
+  connections.startNew();
   setPhase("idle");
   $("#composer-input").focus();
 }
@@ -185,55 +212,31 @@ function sendTurn() {
   const text = input.value.trim();
   if (!text) return;
   if (state.phase === "deleted") return toast("This session was deleted — start a new session", "error");
+  if (state.phase === "restarting") return toast("Applying the changed settings — send again in a moment", "error");
   state.lastSent = text;
   clearFieldErrors();
+  const changed = state.runSettings.changed(panelSettings(config));
   if (!state.sessionId) {
     connectSession(newId(), text);
   } else if (!state.socket) {
     const id = state.sessionId;
     connectSession(id, text);
-  } else if (state.phase === "ended" || state.phase === "rejected") {
+  } else if (state.phase === "ended" || state.phase === "rejected" || state.phase === "pending") {
+    // A stored session starts a runtime with the panel's settings as they are now (the
+    // request sent when it was opened may be older).
     if (!state.socket.send(startCommand(text, null, null))) return toast("Not connected", "error");
-    setPhase("connecting");
+    if (state.phase !== "pending") setPhase("connecting");
+  } else if (state.phase === "live" && changed.length) {
+    if (!state.socket.send({ type: "close" })) return toast("Not connected yet — try again in a moment", "error");
+    state.restart = { text, changed };
+    setPhase("restarting");
   } else if (!state.socket.send({ type: "user", content: text })) {
     return toast("Not connected yet — try again in a moment", "error");
   } else if (state.phase === "running") {
     queued.add(text);
   }
   input.value = "";
-}
-
-// The server closed the socket on a message over its frame limit: say so, keep the
-// typed message, and let the next Send open a fresh connection.
-function tooLarge() {
-  state.socket = null;
-  const text = "The request is too large for the server: shorten the system prompts or pre-messages";
-  if (!showFieldError("message", text)) toast(text, "error");
-  restoreComposer(state.lastSent);
-  setPhase("rejected");
-}
-
-function restoreComposer(text) {
-  const input = $("#composer-input");
-  if (text && !input.value.trim()) input.value = text;
-}
-
-function onError(frame) {
-  if (frame.field === "queue" || frame.field === "rate" || frame.field === "session") {
-    if (frame.field === "queue") restoreComposer(queued.refusedLast());
-    if (frame.field === "session") restoreComposer(state.lastSent);
-    toast(frame.message, "error");
-    return;
-  }
-  const starting = state.phase === "connecting" || state.phase === "pending";
-  // A session its runtime could not open (another runtime drives it…) ends no turn:
-  // said under the composer, which gets the message back.
-  const shown = frame.failure_reason && !frame.field
-    ? showFieldError("message", `Not sent: ${frame.message}`)
-    : showFieldError(frame.field, frame.message);
-  if (!shown) toast(frame.message, "error");
-  if (starting) restoreComposer(state.lastSent);
-  if (state.phase === "connecting") setPhase("rejected");
+  conversation.follow();
 }
 
 function handleControl(frame) {
@@ -245,7 +248,7 @@ function handleControl(frame) {
     case "queued":
       break;
     case "dropped":
-      onDropped(frame);
+      refusals.dropped(frame);
       break;
     case "deleted":
       sessionDeleted();
@@ -254,8 +257,9 @@ function handleControl(frame) {
       loadHistory(frame.record, frame.truncated);
       break;
     case "detached":
+      if (state.restart) return restartWithSettings();
       setPhase("ended");
-      notRun(queued.take(), "the session ended before their turn");  // a server that said nothing
+      refusals.notRun(queued.take(), "the session ended before their turn");  // a server that said nothing
       conversation.sessionEnded();
       refreshRecord();
       break;
@@ -263,35 +267,26 @@ function handleControl(frame) {
       if (!frame.accepted) toast("No turn to cancel");
       break;
     case "error":
-      onError(frame);
+      refusals.error(frame);
       break;
     default:
       break;
   }
 }
 
-const DROP_REASONS = {
-  session_ended: "the session ended before their turn",
-  close: "the session was ended in another tab or window",
-  drop_queued: "they were dropped in another tab or window",
-};
-
-// Queued messages the server will not run: gone from the queue; unless this page asked
-// for it, said in the conversation, and the text goes back into the composer.
-function onDropped(frame) {
-  const mine = queued.take(frame.contents);
-  if (frame.requested || !frame.reason) {
-    if (frame.count) toast(`Dropped ${frame.count} queued message${frame.count === 1 ? "" : "s"}`);
-    return;
+// The runtime ended to take the changed settings: a new one starts with them and the
+// message sent (its turn follows the stored ones).
+function restartWithSettings() {
+  const { text, changed } = state.restart;
+  state.restart = null;
+  // said after the `history` frame the new runtime's start brings
+  state.restartNote = `Settings changed (${changed.join(", ")}): the session goes on with them from the next turn.`;
+  if (!state.socket?.send(startCommand(text, null, null))) {
+    restoreComposer(text);
+    setPhase("ended");
+    return toast("Not connected: the message is back in the composer", "error");
   }
-  notRun(mine, DROP_REASONS[frame.reason] || "they were dropped");
-}
-
-function notRun(texts, why) {
-  if (!texts.length) return;
-  const what = texts.length === 1 ? "A queued message will not run" : `${texts.length} queued messages will not run`;
-  conversation.notice(`${what}: ${why}. The text is back in the composer.`);
-  restoreComposer(texts.join("\n"));
+  setPhase("connecting");
 }
 
 function sessionDeleted() {
@@ -310,9 +305,14 @@ function loadHistory(record, truncated) {
   state.liveTurn = null;
   state.record = record;
   if (!record) return;
-  if (state.applyConfig && record.session?.config) config.apply(record.session.config);
+  if (state.applyConfig && record.session?.config) {
+    config.apply(rememberedRequest(state.sessionId, record.session.config));
+    state.runSettings.set(panelSettings(config));
+  }
   state.applyConfig = false;
   conversation.renderRecord(record);
+  if (state.restartNote) conversation.notice(state.restartNote);
+  state.restartNote = null;
   // Not live and its runtime ended (not just never started or stopped by a crash): as
   // a page that watched it end reads, "ended".
   if (state.phase === "pending" && sessionEnds(record.audit).ended) setPhase("ended");
@@ -366,7 +366,7 @@ function handleMessage(message) {
       onTurnEnd(message);
       break;
     case "done":
-      setPhase("ended");
+      if (!state.restart) setPhase("ended");
       break;
     default:
       break;
@@ -379,7 +379,7 @@ function onAudit(message) {
   if (message.event === "turn_started") state.liveTurn = details.turn_index;
   if (message.event === "chat_round_started") {
     conversation.startRound(details.round_index);
-    if (budgetSpent(details)) conversation.notice(budgetNotice(details));
+    conversation.budget(details);
   }
   const turn = state.liveTurn ?? details.turn_index ?? 0;
   if (!state.audits.has(turn)) state.audits.set(turn, []);
@@ -435,11 +435,12 @@ function showRecordSummary(record) {
     $("#conv-title").textContent = record.session?.title || `Session ${shortId(state.sessionId)}`;
     return showLiveFigures();
   }
+  showHints();
   const usage = record.usage || {};
   if (!usage.turn_count) return $("#conv-usage").replaceChildren();
   $("#conv-title").textContent = record.session?.title || `Session ${shortId(state.sessionId)}`;
   $("#conv-usage").replaceChildren(
-    h("span", { class: `badge mode-${record.session?.mode}` }, record.session?.mode || ""),
+    modeBadge(record.session),
     h("span", {}, plural(usage.turn_count, "turn")),
     h("span", { dataset: { figure: "tokens" } }, tokensText(usage, usage.total_tokens === 1 ? "token" : "tokens")),
     h("span", {}, plural(usage.tool_count, "tool")),
@@ -484,9 +485,11 @@ function showSessions() {
 async function openSession(session) {
   try {
     const record = await api(`/api/sessions/${encodeURIComponent(session.id)}`);
-    if (record.session?.config) config.apply(record.session.config);
+    if (record.session?.config) config.apply(rememberedRequest(session.id, record.session.config));
     state.applyConfig = false;
+    connections.switchTo(state.sessionId, session.id);
     connectSession(session.id);
+    if (record.session?.config) state.runSettings.set(panelSettings(config));
     showView("lab");
   } catch (error) {
     toast(String(error.message), "error");

@@ -23,8 +23,13 @@ export class ConfigPanel {
     this.apply(request);
   }
 
+  // The server's defaults, endpoint and key included (blank: the server's own); returns
+  // whether an endpoint or key typed in the panel was cleared.
   reset() {
     if (this.defaults) this.apply(this.defaults);
+    const typed = this.typedConnection();
+    this.setConnection(null);
+    return Boolean(typed);
   }
 
   apply(config) {
@@ -60,18 +65,29 @@ export class ConfigPanel {
       chat_agent: {
         ...base.chat,
         model: $("#chat-model").value.trim() || base.chat.model || "default",
-        temperature: numberOr($("#chat-temperature").value, 0.7),
+        temperature: numberField("#chat-temperature", 0.7),
       },
       event_agent: {
         ...base.events,
         model: eventModel || null,
-        temperature: numberOr($("#event-temperature").value, 0),
+        temperature: numberField("#event-temperature", 0),
         enabled_tools: [...this.root.querySelectorAll("#tool-list input:checked")].map((box) => box.value),
-        max_event_loops: Math.max(0, Math.round(numberOr($("#max-event-loops").value, 3))),
-        max_parallel_events: Math.max(1, Math.round(numberOr($("#max-parallel-events").value, 8))),
+        max_event_loops: numberField("#max-event-loops", 3),
+        max_parallel_events: numberField("#max-parallel-events", 8),
       },
       tool_invocation_mode: this.mode(),
     };
+  }
+
+  // The endpoint and key fields as typed (null when both are blank); kept in memory only.
+  typedConnection() {
+    const fields = { baseUrl: $("#base-url").value, apiKey: $("#api-key").value };
+    return fields.baseUrl.trim() || fields.apiKey.trim() ? fields : null;
+  }
+
+  setConnection(fields) {
+    $("#base-url").value = fields?.baseUrl || "";
+    $("#api-key").value = fields?.apiKey || "";
   }
 
   connection() {
@@ -93,9 +109,15 @@ function setValue(selector, value) {
   $(selector).value = value;
 }
 
-function numberOr(text, fallback) {
-  const value = Number.parseFloat(text);
-  return Number.isFinite(value) ? value : fallback;
+// A number field as typed (blank: `fallback`), never bent into range: the server says
+// under the field what is wrong with 0, 2.5 or 99 (`null` when it is not a number).
+function numberField(selector, fallback) {
+  const input = $(selector);
+  if (input.validity?.badInput) return null;
+  const text = input.value.trim();
+  if (!text) return fallback;
+  const value = Number(text);
+  return Number.isFinite(value) ? value : null;
 }
 
 export function splitPrompts(text) {

@@ -7,9 +7,11 @@
 // failure reasons, calls recovered after an interruption. Both go through
 // `applyTurnRecord`, so a turn looks the same live and after a reload.
 
-import { h, num, parseJson, pretty } from "./dom.js";
+import { h, pretty } from "./dom.js";
+import { budgetNotice, budgetSpent } from "./feedback.js";
 import { chatCall, roundStats, statsChips } from "./round-chips.js";
-import { callsOf, failureText, ignoredEvents, isUncertain, sessionEnds, shownStatus, UNCERTAIN } from "./records.js";
+import { callsOf, failureText, ignoredEvents, isUncertain, sessionEnds, UNCERTAIN } from "./records.js";
+import { setArguments, setExecution, setResult, toolCall } from "./tool-calls.js";
 
 export const SESSION_ENDED = "Session ended. Send a message to continue it.";
 
@@ -17,6 +19,7 @@ export class Conversation {
   constructor(root, emptyHint) {
     this.root = root;
     this.emptyHint = emptyHint;
+    this.pinned = false;
     this.reset();
   }
 
@@ -34,10 +37,11 @@ export class Conversation {
   // ledger still holds as unreported (uncertain until the next turn reports them).
   renderRecord(record) {
     const ends = sessionEnds(record.audit);
+    const spent = spentBudgets(record.audit);
     this.bulk = true;  // one scroll at the end: a scroll per line lays out every turn again
     try {
       for (const turn of record.records || []) {
-        this.renderTurn(turn);
+        this.renderTurn(turn, spent);
         if (ends.after.has(turn.turn_index)) this.sessionEnded();
       }
     } finally {
@@ -53,11 +57,13 @@ export class Conversation {
     this.scroll(true);
   }
 
-  renderTurn(record) {
+  renderTurn(record, spent = new Map()) {
     this.user(record.turn_index, record.user_message || "");
     this.recoveredNotice(record);
     for (const round of record.rounds || []) {
       this.startRound(round.round_index);
+      const budget = spent.get(`${record.turn_index}:${round.round_index}`);
+      if (budget) this.budget(budget);
       for (const { event } of callsOf(record).filter((c) => c.event.round_index === round.round_index)) {
         this.event({ id: event.event_id, name: event.event_name, arguments: event.arguments || {} });
       }
@@ -72,6 +78,7 @@ export class Conversation {
     const turn = this.turns.get(record.turn_index);
     if (!turn) return;
     this.records.set(record.turn_index, record);
+    this.modeNotice(turn, record);
     this.recoveredNotice(record);
     for (const { event, tool } of callsOf(record)) {
       let call = this.calls.get(event.event_id);
@@ -124,6 +131,14 @@ export class Conversation {
     }
   }
 
+  // A turn that ran in another tool mode than the turn before it says so above it.
+  modeNotice(turn, record) {
+    const earlier = [...this.records.keys()].filter((index) => index < record.turn_index);
+    const before = earlier.length ? this.records.get(Math.max(...earlier)) : null;
+    if (!record.mode || !before?.mode || before.mode === record.mode || turn.el.querySelector(".mode-change")) return;
+    turn.el.prepend(h("div", { class: "notice mode-change" }, `Tool mode ${record.mode} from turn ${record.turn_index} (turn ${before.turn_index} ran in ${before.mode})`));
+  }
+
   recoveredNotice(record) {
     const turn = this.turns.get(record.turn_index);
     const calls = record.recovered_calls || [];
@@ -171,7 +186,26 @@ export class Conversation {
     const turn = this.turn(index);
     turn.el.prepend(h("div", { class: "msg user" },
       h("div", { class: "msg-meta" }, `You · turn ${index}`),
-      h("div", { class: "msg-text" }, text || "(empty)")));
+      h("div", { class: "msg-text", dir: "auto" }, text || "(empty)")));
+    this.scroll(this.pinned);
+    if (!this.bulk) this.pinned = false;
+  }
+
+  // The user sent a message: show the end of the conversation now, and their message
+  // when its turn starts, wherever they had scrolled to.
+  follow() {
+    this.pinned = true;
+    this.scroll(true);
+  }
+
+  // The round being started may not run tools: the turn's event budget is spent (said
+  // from its `chat_round_started` audit, live and reopened).
+  budget(details) {
+    if (!budgetSpent(details)) return;
+    const round = this.round || this.startRound(details.round_index);
+    if (round.el.querySelector(".notice.budget")) return;
+    round.el.prepend(h("div", { class: "notice budget" }, budgetNotice(details)));
+    this.emptyHint.hidden = true;
     this.scroll();
   }
 
@@ -190,7 +224,7 @@ export class Conversation {
     const turn = this.current || this.turn(1);
     if (!turn.rounds.has(index)) {
       const text = document.createTextNode("");
-      const said = h("div", { class: "msg-text" }, text);
+      const said = h("div", { class: "msg-text", dir: "auto" }, text);
       const bubble = h("div", { class: "msg assistant" },
         h("div", { class: "msg-meta" }, `Assistant · round ${index}`), said);
       bubble.hidden = true;
@@ -306,6 +340,18 @@ export class Conversation {
 
 const RAN = { succeeded: "done", failed: "error" };
 
+// The rounds of a stored trail that started with the event budget spent, by
+// `turn:round`, with their `chat_round_started` details.
+function spentBudgets(audits) {
+  const spent = new Map();
+  for (const audit of audits || []) {
+    if (audit.event === "chat_round_started" && budgetSpent(audit.details || {})) {
+      spent.set(`${audit.turn_index}:${audit.details.round_index}`, audit.details);
+    }
+  }
+  return spent;
+}
+
 // Under the round's calls, one line per event name that was not on offer.
 function showIgnored(round, lines) {
   let el = round.el.querySelector(".ignored-events");
@@ -329,66 +375,4 @@ function setSpoken(round, sentences) {
 function recoveredText(call) {
   if (call.status in UNCERTAIN) return `uncertain: ${UNCERTAIN[call.status]}`;
   return `${RAN[call.status] || call.status} (recorded before the interruption)`;
-}
-
-function toolCall(event) {
-  const args = event.arguments && Object.keys(event.arguments).length ? event.arguments : null;
-  const status = h("span", { class: "call-status" }, "running…");
-  const result = h("pre", { class: "call-pre" }, "waiting for the result…");
-  const el = h("details", { class: "call", dataset: { status: "running", id: event.id } },
-    h("summary", {},
-      h("span", { class: "call-icon", "aria-hidden": "true" }, "⚡"),
-      h("span", { class: "call-name" }, event.name),
-      h("span", { class: "call-args" }, args ? JSON.stringify(args) : ""),
-      status),
-    h("div", { class: "call-body" },
-      h("div", { class: "call-label" }, "Arguments"),
-      h("pre", { class: "call-pre" }, args ? pretty(args) : "resolved by the event agent"),
-      h("div", { class: "call-label" }, "Result"),
-      result,
-      h("div", { class: "call-id" }, `id ${event.id}`)));
-  return { el, status, result, argsLine: el.querySelector(".call-args"), argsPre: el.querySelector(".call-body .call-pre") };
-}
-
-const RESOLVED = {
-  model: "written by the chat model", resolver: "the tool's argument resolver",
-  argument_fallback: "an argument fallback call", argument_generation: "an argument generation call",
-  empty: "no arguments needed", not_resolved: "not resolved",
-};
-
-function setArguments(call, args, resolvedBy) {
-  const how = resolvedBy ? ` (${RESOLVED[resolvedBy] || resolvedBy})` : "";
-  if (args && Object.keys(args).length) {
-    call.argsLine.textContent = JSON.stringify(args);
-    call.argsPre.textContent = pretty(args) + how;
-  } else if (resolvedBy) {
-    call.argsPre.textContent = `resolved by the event agent${how}; arguments not recorded`;
-  }
-  call.el.dataset.resolvedBy = resolvedBy || "";
-}
-
-function setExecution(call, tool) {
-  const status = shownStatus(tool);
-  if (status === "running" && call.el.dataset.result === "shown") return; // its result came first
-  call.el.dataset.status = status;
-  call.el.dataset.reason = tool.failure_reason || "";
-  call.status.textContent = status === "running" ? "running…" : status;
-  if (tool.result !== null && tool.result !== undefined) {
-    call.result.textContent = pretty(tool.result);
-    call.el.dataset.result = "shown";
-  } else if (tool.result_capped) {
-    call.result.textContent = `${tool.result_capped.head}… (${num(tool.result_capped.original_chars)} characters, capped)`;
-    call.el.dataset.result = "shown";
-  } else if (status !== "running") {
-    call.result.textContent = `no result: ${tool.failure_reason || status}`;
-  }
-}
-
-function setResult(call, message) {
-  const payload = parseJson(message.content);
-  const failed = payload && typeof payload === "object" && !Array.isArray(payload) && "error" in payload;
-  call.result.textContent = pretty(message.content);
-  call.el.dataset.result = "shown";
-  call.status.textContent = failed ? "error" : "done";
-  call.el.dataset.status = failed ? "error" : "done";
 }

@@ -81,7 +81,7 @@ export class QueuedMessages {
   add(text) {
     const el = h("div", { class: "msg user queued", title: "waiting for the running turn" },
       h("div", { class: "msg-meta" }, "You · queued"),
-      h("div", { class: "msg-text" }, text));
+      h("div", { class: "msg-text", dir: "auto" }, text));
     this.items.push({ text, el });
     this.root.append(el);
     this.update();

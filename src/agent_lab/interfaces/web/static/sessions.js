@@ -3,6 +3,7 @@
 
 import { h, ms, num, shortId, when } from "./dom.js";
 import { cachedText, tokensText, usd } from "./figures.js";
+import { modeBadge, ranIn } from "./modes.js";
 
 export function renderSessions(body, sessions, actions) {
   body.replaceChildren(...sessions.map((session) => sessionRow(session, actions)));
@@ -16,11 +17,11 @@ function sessionRow(session, actions) {
   const failed = session.failed_turns ? ` · ${session.failed_turns} failed or cancelled turn${session.failed_turns === 1 ? "" : "s"}` : "";
   return h("tr", { dataset: { session: session.id, status } },
     h("td", { class: "title-cell" },
-      h("div", { class: "session-title", title: session.title || "" }, session.title || "Untitled session"),
+      h("div", { class: "session-title", dir: "auto", title: session.title || "" }, session.title || "Untitled session"),
       h("div", { class: "session-id mono", title: session.id }, shortId(session.id))),
     h("td", {}, h("span", { class: `status status-${status}`, title: `last turn: ${status}${failed}` }, status),
       session.live ? h("span", { class: "live-dot", title: liveTitle(session), "aria-label": "live" }) : null),
-    h("td", { class: "opt" }, h("span", { class: `badge mode-${session.mode}` }, session.mode || "?")),
+    h("td", { class: "opt" }, modeBadge(session)),
     h("td", { class: "num", dataset: { unit: session.turn_count === 1 ? "turn" : "turns" } }, num(session.turn_count)),
     h("td", { class: "num opt", dataset: { figure: "tokens" } }, tokensText(usage)),
     h("td", { class: "num opt", dataset: { figure: "cached" } }, cachedText(usage)),
@@ -50,5 +51,5 @@ export function matches(session, query, filter) {
   if (filter === "failed") return session.status === "failed" || session.status === "cancelled" || session.failed_turns > 0;
   if (filter === "live") return session.live;
   if (filter === "completed") return session.status === "completed";
-  return session.mode === filter;
+  return ranIn(session, filter);
 }
