@@ -14,6 +14,8 @@ from agent_lab.application.pricing import PriceTable
 from agent_lab.application.session_store import SessionStore
 from agent_lab.domain.errors import SessionBusy, SessionNotFound
 from agent_lab.interfaces.explain_view import explain_turns
+from agent_lab.interfaces.web.limits import MAX_FRAME_BYTES
+from agent_lab.interfaces.web.start_checks import REFUSALS, check_start_text, refusal_frame
 from agent_lab.interfaces.web.state import WebState, web_state
 
 ExportFormat = Literal["json", "jsonl"]
@@ -73,6 +75,33 @@ async def get_session(
     """Transcript, per-turn metrics, calls, audit trail (with offsets) and usage."""
     record = await _record(state, session_id, audit_after)
     return {**record, "live": state.hub.is_live(session_id)}
+
+
+@router.post("/sessions/{session_id}/check")
+async def check_start(
+    session_id: str, request: Request, state: WebState = Depends(_state)
+) -> dict[str, Any]:
+    """Whether the body, a ``start`` message as the session's socket takes it, would be
+    refused (``{"ok": false, "error": <the socket's error frame>}``) or not; nothing
+    starts or stops. The page asks before it ends a live runtime to restart it with
+    changed settings."""
+    _check_id(session_id)
+    text = (await _body(request)).decode("utf-8", "replace")
+    try:
+        check_start_text(state, text, session_id)
+    except REFUSALS as exc:
+        return {"ok": False, "error": state.masker_for(session_id).value(refusal_frame(exc))}
+    return {"ok": True, "error": None}
+
+
+async def _body(request: Request) -> bytes:
+    """The request body, refused with 413 past the socket's largest message."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FRAME_BYTES:
+            raise HTTPException(413, detail=f"larger than {MAX_FRAME_BYTES} bytes")
+    return bytes(body)
 
 
 @router.get("/sessions/{session_id}/audit")

@@ -13,13 +13,12 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-import httpx
 from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect
 
 import agent_lab.interfaces.web.records as records
-from agent_lab.application.contracts import DebugRunRequest, check_runnable
-from agent_lab.domain.errors import AgentLabError, InvalidRequest, SessionNotFound
+from agent_lab.application.contracts import DebugRunRequest
+from agent_lab.domain.errors import AgentLabError, SessionNotFound
 from agent_lab.interfaces.web.frames import dropped_frame
 from agent_lab.interfaces.web.guards import drop_queued, queued_turns
 from agent_lab.interfaces.web.hub import (
@@ -30,7 +29,7 @@ from agent_lab.interfaces.web.hub import (
     SessionRefused,
     dumps,
 )
-from agent_lab.interfaces.web.limits import LimitExceeded, check_message_size, check_request
+from agent_lab.interfaces.web.limits import check_message_size
 from agent_lab.interfaces.web.masking import Masker
 from agent_lab.interfaces.web.protocol import (
     CancelCommand,
@@ -42,10 +41,9 @@ from agent_lab.interfaces.web.protocol import (
     UserCommand,
     error_frame,
     parse_command,
-    request_error,
-    run_request,
 )
 from agent_lab.interfaces.web.security import chosen_protocol, socket_denial
+from agent_lab.interfaces.web.start_checks import REFUSALS, checked_start, refusal_frame
 from agent_lab.interfaces.web.state import WebState, web_state
 
 logger = logging.getLogger(__name__)
@@ -164,11 +162,8 @@ class Connection:
                     self._close_session()
                 case DropQueuedCommand():
                     self._drop_queued("drop_queued")
-        except InvalidRequest as exc:
-            error = request_error(exc)
-            self._control(error_frame(str(error), error.field))
-        except (ProtocolError, LimitExceeded) as exc:
-            self._control(error_frame(str(exc), exc.field))
+        except REFUSALS as exc:
+            self._control(refusal_frame(exc))
         except SessionRefused as exc:  # its runtime could not open the session (busy…)
             await self._refused(exc)
         except AgentLabError as exc:  # the session cannot start now (storage, endpoint…)
@@ -177,11 +172,7 @@ class Connection:
     async def _start(self, command: StartCommand) -> None:
         if self.live is not None and not self.live.ending:
             raise ProtocolError("already attached to this session; reconnect to resume")
-        request = run_request(command, self.session_id) if command.request else None
-        if request is not None:
-            check_request(request)
-            check_runnable(request, self.state.lab.registry.names())  # nothing stored yet
-            self._check_connection(command.connection)
+        request = checked_start(self.state, command, self.session_id)
         live = self.state.hub.get(self.session_id)
         if live is not None:
             try:
@@ -206,20 +197,6 @@ class Connection:
 
     def _within_rate(self) -> bool:
         return self.state.rate.allow(self.client)
-
-    def _check_connection(self, connection: ConnectionOverride | None) -> None:
-        base_url = (connection.base_url or "").strip() if connection is not None else ""
-        if not base_url:
-            return
-        if not _is_http_url(base_url):
-            field = "connection.base_url"
-            raise ProtocolError(f"{field}: must be an http(s) URL with a host", field)
-        if not self.state.options.endpoint_allowed(base_url, self.state.lab.base_url):
-            raise ProtocolError(
-                "connection.base_url: not an endpoint this server allows "
-                "(see `agent-lab serve --allow-endpoint`)",
-                "connection.base_url",
-            )
 
     def _on_deleted(self) -> None:
         self.deleted = True
@@ -366,15 +343,6 @@ class Connection:
             await asyncio.wait_for(
                 self.websocket.close(code=code, reason=reason), _CLOSE_TIMEOUT_SECONDS
             )
-
-
-def _is_http_url(base_url: str) -> bool:
-    """An ``http(s)`` URL with a host, as the provider client accepts."""
-    try:
-        url = httpx.URL(base_url)
-    except httpx.InvalidURL:
-        return False
-    return url.scheme in ("http", "https") and bool(url.host)
 
 
 _DISCONNECTS = (WebSocketDisconnect, OSError, asyncio.CancelledError)

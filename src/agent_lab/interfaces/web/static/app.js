@@ -46,6 +46,7 @@ const state = {
   runSettings: new RunSettings(),
   restart: null,
   restartNote: null,
+  checking: false,
 };
 
 const config = new ConfigPanel($("#config"));
@@ -155,13 +156,18 @@ function newId() {
 
 // A start with a message starts a runtime (unless one is live) with the panel's settings.
 function startCommand(firstMessage, resumeFrom, streamId) {
-  const command = { type: "start", request: config.request(firstMessage), resume_from: resumeFrom, stream_id: streamId };
-  const connection = config.connection();
-  if (connection) command.connection = connection;
+  const command = panelStart(firstMessage, resumeFrom, streamId);
   if (firstMessage) {
     state.runSettings.set(panelSettings(config));
     rememberRequest(state.sessionId, command.request);
   }
+  return command;
+}
+
+function panelStart(message, resumeFrom = null, streamId = null) {
+  const command = { type: "start", request: config.request(message), resume_from: resumeFrom, stream_id: streamId };
+  const connection = config.connection();
+  if (connection) command.connection = connection;
   return command;
 }
 
@@ -212,7 +218,7 @@ function sendTurn() {
   const text = input.value.trim();
   if (!text) return;
   if (state.phase === "deleted") return toast("This session was deleted — start a new session", "error");
-  if (state.phase === "restarting") return toast("Applying the changed settings — send again in a moment", "error");
+  if (state.phase === "restarting" || state.checking) return toast("Applying the changed settings — send again in a moment", "error");
   state.lastSent = text;
   clearFieldErrors();
   const changed = state.runSettings.changed(panelSettings(config));
@@ -227,15 +233,40 @@ function sendTurn() {
     if (!state.socket.send(startCommand(text, null, null))) return toast("Not connected", "error");
     if (state.phase !== "pending") setPhase("connecting");
   } else if (state.phase === "live" && changed.length) {
-    if (!state.socket.send({ type: "close" })) return toast("Not connected yet — try again in a moment", "error");
-    state.restart = { text, changed };
-    setPhase("restarting");
+    return restartFor(text, changed);
   } else if (!state.socket.send({ type: "user", content: text })) {
     return toast("Not connected yet — try again in a moment", "error");
   } else if (state.phase === "running") {
     queued.add(text);
   }
   input.value = "";
+  conversation.follow();
+}
+
+// Changed settings are first checked by the server, as the start will be: refused ones
+// are said under their field while the live runtime goes on, untouched, with the message
+// still in the composer. Accepted ones end the runtime; a new one starts with them.
+async function restartFor(text, changed) {
+  const sessionId = state.sessionId;
+  state.checking = true;
+  let check;
+  try {
+    check = await api(`/api/sessions/${encodeURIComponent(sessionId)}/check`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(panelStart(text)),
+    });
+  } catch (error) {
+    return toast(`The changed settings could not be checked (${error.message}); the session goes on as it was`, "error");
+  } finally {
+    state.checking = false;
+  }
+  if (state.sessionId !== sessionId) return;  // another session is shown meanwhile
+  if (!check.ok) return refusals.error(check.error);
+  if (state.phase !== "live") return toast("The session is busy — send again when its turn is done", "error");
+  if (!state.socket?.send({ type: "close" })) return toast("Not connected yet — try again in a moment", "error");
+  state.restart = { text, changed };
+  setPhase("restarting");
+  const input = $("#composer-input");
+  if (input.value.trim() === text) input.value = "";
   conversation.follow();
 }
 
