@@ -11,6 +11,7 @@ import { h, pretty } from "./dom.js";
 import { budgetNotice, budgetSpent } from "./feedback.js";
 import { chatCall, roundStats, statsChips } from "./round-chips.js";
 import { callsOf, failureText, ignoredEvents, isUncertain, sessionEnds, UNCERTAIN } from "./records.js";
+import { settingsChanges } from "./settings-trail.js";
 import { setArguments, setExecution, setResult, toolCall } from "./tool-calls.js";
 
 export const SESSION_ENDED = "Session ended. Send a message to continue it.";
@@ -38,10 +39,12 @@ export class Conversation {
   renderRecord(record) {
     const ends = sessionEnds(record.audit);
     const spent = spentBudgets(record.audit);
+    const changes = settingsChanges(record.audit);
     this.bulk = true;  // one scroll at the end: a scroll per line lays out every turn again
     try {
       for (const turn of record.records || []) {
         this.renderTurn(turn, spent);
+        if (changes.has(turn.turn_index)) this.settingsNotice(turn.turn_index, changes.get(turn.turn_index));
         if (ends.after.has(turn.turn_index)) this.sessionEnded();
       }
     } finally {
@@ -129,6 +132,13 @@ export class Conversation {
       turn.el.append(h("div", { class: "msg error", dataset: { reason: record.failure.reason } },
         h("div", { class: "msg-text" }, failureText(record))));
     }
+  }
+
+  // A turn whose runtime started with other settings than the turns before it ran with
+  // says which above it (the page that changed them said so as it sent the turn).
+  settingsNotice(turnIndex, names) {
+    this.turns.get(turnIndex)?.el.prepend(h("div", { class: "notice settings-change" },
+      `Settings changed (${names.join(", ")}): the session went on with them from turn ${turnIndex}.`));
   }
 
   // A turn that ran in another tool mode than the turn before it says so above it.

@@ -38,10 +38,15 @@ export class RunSettings {
     if (!this.applied) return [];
     const now = flatten(settings);
     const paths = new Set([...Object.keys(now), ...Object.keys(this.applied)]);
-    const names = [...paths].filter((path) => now[path] !== this.applied[path]).map(label);
-    const order = (name) => LABELS.findIndex(([, shown]) => shown === name) >>> 0; // unknown last
-    return [...new Set(names)].sort((a, b) => order(a) - order(b));
+    return settingNames([...paths].filter((path) => now[path] !== this.applied[path]));
   }
+}
+
+// The names the page gives settings (`request.chat_agent.temperature`: "chat
+// temperature"), each once, in the panel's order.
+export function settingNames(paths) {
+  const order = (name) => LABELS.findIndex(([, shown]) => shown === name) >>> 0; // unknown last
+  return [...new Set(paths.map(label))].sort((a, b) => order(a) - order(b));
 }
 
 // {request, connection} of the panel, comparable: the request without its message, the
