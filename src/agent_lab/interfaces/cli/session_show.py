@@ -15,7 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from agent_lab.application.pricing import PriceTable, cost_breakdown, format_usd
+from agent_lab.application.export import read_turn_record
+from agent_lab.application.pricing import PriceTable, format_usd
 from agent_lab.application.session_store import SessionStore
 from agent_lab.interfaces.cli.render import cut_off_text, short
 
@@ -73,20 +74,17 @@ def turn_cost_note(
     store: SessionStore, session_id: str, prices: PriceTable, turn_index: int | None = None
 ) -> str | None:
     """``  cost: $0.0012 — chat … · argument generation …`` of a turn (the last one by
-    default), from the store's call metrics; ``None`` when the turn made no model call.
-    Synchronous: call it from a worker thread on a loop."""
-    costs = cost_breakdown(store.usage_summary(session_id)["calls"], prices)
+    default), from its stored turn record, worded as ``sessions show`` words the turn's
+    cost; ``None`` when the turn made no model call. Synchronous: call it from a worker
+    thread on a loop."""
     if turn_index is None:
-        turn_index = max(costs.turns, default=None)
-    if turn_index is None or turn_index not in costs.turns:
+        turns = store.list_turns(session_id)
+        turn_index = max((int(row["turn_index"]) for row in turns), default=0)
+    record = read_turn_record(store, session_id, turn_index, prices=prices)
+    if record is None or not record.model_calls:
         return None
-    split = costs.turn(turn_index)
-    roles = " · ".join(
-        f"{_ROLE_LABELS.get(role, role)} {part.describe()}"
-        for role, part in split.by_role.items()
-        if part.priced_calls or part.unpriced_calls
-    )
-    return f"  cost: {split.total.describe()}" + (f" — {roles}" if roles else "")
+    shown = record.model_dump(mode="json")
+    return f"  cost: {cost_text(shown['cost'], _roles(shown))}"
 
 
 CallKey = tuple[int, int, str]
