@@ -108,3 +108,55 @@ def test_chat_turn_line_says_a_call_reported_no_usage(cli_process: Invoke, home:
 
     [turn_line] = [line for line in stdout.splitlines() if "✓ turn 1" in line]
     assert turn_line.endswith("· 110 tok (0 cached), 1 call(s) not reported")
+
+
+def cached_usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
+    figures = usage(prompt, completion)
+    figures["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+    return figures
+
+
+def volume_call(call_id: str, value: int) -> dict[str, Any]:
+    arguments = json.dumps({"mode": "absolute", "value": value})
+    function = {"name": "device__volume__adjust", "arguments": arguments}
+    call = {"index": 0, "id": call_id, "type": "function", "function": function}
+    return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+
+
+CHIP = re.compile(r"\[(round \d+ · TTFT \d+ ms · \d+ ms) · (\d+) chat tok \((\d+) cached\)")
+
+
+def test_sessions_show_gives_each_round_the_figures_its_live_chip_gave(
+    cli_process: Invoke, home: Path
+) -> None:
+    answers = [
+        ScriptedResponse.sse(
+            delta("Setting it. "), volume_call("c-1", 500), cached_usage(90, 9, 64)
+        ),
+        ScriptedResponse.sse(delta("That volume is out of range."), cached_usage(140, 7, 128)),
+    ]
+    stdout = run_live(cli_process, home, *answers, chat=False)
+    shown = reopened(cli_process, home, session_of(stdout)).splitlines()
+
+    chips = CHIP.findall(stdout)
+    assert [int(tokens) for _, tokens, _ in chips] == [99, 147]
+    for header, tokens, cached in chips:  # the round's visible TTFT and wall time
+        at = shown.index(header)
+        call = next(line for line in shown[at:] if " call chat:" in line)
+        assert f"· {tokens} tok ({cached} cached) ·" in call
+    # the failed tool, with the reason its record keeps
+    assert "  ⚡ device.volume.adjust c-1 failed (tool_failed:invalid_arguments)" in shown
+
+
+def test_sessions_show_says_a_model_call_failed_and_why(cli_process: Invoke, home: Path) -> None:
+    refused = ScriptedResponse.error(400, {"error": {"message": "context too long"}})
+    config = home / "prices.toml"
+    config.write_text(PRICES)
+    with SSETranscriptServer(refused) as server:
+        run = cli_process("run", "Hi", "--base-url", server.base_url, "--model", "m-1")
+    assert run.exit_code == 1
+    shown = reopened(cli_process, home, session_of(run.stdout))
+
+    [line] = [line for line in shown.splitlines() if "chat call chat:1:1" in line]
+    assert "· failed (provider_error:http_400) ·" in line
+    assert "round 1\n" in shown  # no figure was measured for the round
