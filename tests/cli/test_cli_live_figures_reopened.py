@@ -12,18 +12,10 @@ from typing import Any
 
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer
 from tests.cli.cli_helpers import Invoke
+from tests.cli.test_cli_turn_tokens import delta, usage
 
 PRICES = '[prices."m-1"]\ninput_per_mtok = 2\noutput_per_mtok = 8\n'
 SEARCH = {"query": "sqlite wal"}
-
-
-def delta(content: str) -> dict[str, Any]:
-    return {"choices": [{"index": 0, "delta": {"content": content}}]}
-
-
-def usage(prompt: int, completion: int) -> dict[str, Any]:
-    counts = {"prompt_tokens": prompt, "completion_tokens": completion}
-    return {"choices": [], "usage": {**counts, "total_tokens": prompt + completion}}
 
 
 def search_call(call_id: str) -> dict[str, Any]:
