@@ -201,10 +201,11 @@ class _TurnWatch:
             if self.ttft_ms is None and message["content"]:
                 self.ttft_ms = round((time.perf_counter() - self.submitted_at) * 1000)
         elif message["type"] == "usage":
-            self.tokens.add(message)
+            self.tokens.observe(message)
         elif message["type"] == "turn_started":
             self.turn_index = message["turn_index"]
         elif message["type"] == "audit":
+            self.tokens.observe(message)
             if message["event"] == "turn_completed":
                 terminated = message["details"].get("status") == "terminated"
                 self.status = "terminated" if terminated else self.status

@@ -27,6 +27,7 @@ from agent_lab.application.protocol import (
     ToolResultMessage,
     UsageMessage,
 )
+from agent_lab.application.record.fold import TurnRecordBuilder
 
 __all__ = [
     "ConversationRenderer",
@@ -70,23 +71,43 @@ def short(text: str, limit: int = _RESULT_PREVIEW) -> str:
 class TurnTokens:
     """A turn's tokens summed from its ``usage`` outputs: every model call of the turn,
     the chat rounds and the event agent's argument calls alike, as its stored record
-    (``sessions show``, exports) counts them."""
+    (``sessions show``, exports) counts them. Its audits (``observe``) say which calls
+    reported no usage, so the figure says so as ``sessions show`` does."""
 
     total: int = 0
     cached: int = 0
     reported: bool = False
     """A ``usage`` output arrived (else the figure reads "not reported", not zero)."""
+    _calls: TurnRecordBuilder = field(
+        default_factory=lambda: TurnRecordBuilder(0), repr=False, compare=False
+    )
+    """The turn's model calls, folded from its audits as its stored record is."""
+
+    def observe(self, message: OutputMessage) -> None:
+        """Take one output message of the turn (its ``usage`` and ``audit`` messages)."""
+        if message["type"] == "usage":
+            self.add(message)
+        elif message["type"] == "audit":
+            self._calls.add(message["event"], message["details"])
 
     def add(self, message: UsageMessage) -> None:
         self.total += message["usage"]["total_tokens"]
         self.cached += message["usage"]["cached_tokens"]
         self.reported = True
 
+    @property
+    def unreported_calls(self) -> int:
+        """The turn's model calls (seen in its audits) whose provider sent no usage."""
+        return sum(call.usage is None for call in self._calls.build().model_calls)
+
     def describe(self) -> str:
-        """``590 tok (0 cached)``, or ``tokens not reported``."""
+        """``590 tok (0 cached)``, ``55 tok (0 cached), 1 call(s) not reported`` (as
+        ``sessions show`` says it), or ``tokens not reported``."""
         if not self.reported:
             return "tokens not reported"
-        return f"{self.total} tok ({self.cached} cached)"
+        text = f"{self.total} tok ({self.cached} cached)"
+        unreported = self.unreported_calls
+        return f"{text}, {unreported} call(s) not reported" if unreported else text
 
 
 def round_chip(message: RoundStatsMessage, *, usage_reported: bool = True) -> Text:
@@ -143,7 +164,7 @@ class ConversationRenderer:
             self._delta(message["content"])
         elif message["type"] == "usage":
             self._usage_seen = self._usage_seen or self._chat_call_open
-            self.turn_tokens.add(message)
+            self.turn_tokens.observe(message)
         elif message["type"] == "event":
             self.end_line()
             self._event(message)
@@ -209,6 +230,7 @@ class ConversationRenderer:
         self._usage_seen = False
 
     def _audit(self, message: AuditMessage) -> None:
+        self.turn_tokens.observe(message)
         if message["event"] in ("chat_round_started", "chat_agent_response"):
             self._chat_call_open = message["event"] == "chat_round_started"
         if message["event"] == "chat_agent_response":

@@ -15,7 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from agent_lab.application.pricing import PriceTable, cost_breakdown, format_usd
+from agent_lab.application.export import read_turn_record
+from agent_lab.application.pricing import PriceTable, format_usd
 from agent_lab.application.session_store import SessionStore
 from agent_lab.interfaces.cli.render import cut_off_text, short
 
@@ -73,20 +74,17 @@ def turn_cost_note(
     store: SessionStore, session_id: str, prices: PriceTable, turn_index: int | None = None
 ) -> str | None:
     """``  cost: $0.0012 — chat … · argument generation …`` of a turn (the last one by
-    default), from the store's call metrics; ``None`` when the turn made no model call.
-    Synchronous: call it from a worker thread on a loop."""
-    costs = cost_breakdown(store.usage_summary(session_id)["calls"], prices)
+    default), from its stored turn record, worded as ``sessions show`` words the turn's
+    cost; ``None`` when the turn made no model call. Synchronous: call it from a worker
+    thread on a loop."""
     if turn_index is None:
-        turn_index = max(costs.turns, default=None)
-    if turn_index is None or turn_index not in costs.turns:
+        turns = store.list_turns(session_id)
+        turn_index = max((int(row["turn_index"]) for row in turns), default=0)
+    record = read_turn_record(store, session_id, turn_index, prices=prices)
+    if record is None or not record.model_calls:
         return None
-    split = costs.turn(turn_index)
-    roles = " · ".join(
-        f"{_ROLE_LABELS.get(role, role)} {part.describe()}"
-        for role, part in split.by_role.items()
-        if part.priced_calls or part.unpriced_calls
-    )
-    return f"  cost: {split.total.describe()}" + (f" — {roles}" if roles else "")
+    shown = record.model_dump(mode="json")
+    return f"  cost: {cost_text(shown['cost'], _roles(shown))}"
 
 
 CallKey = tuple[int, int, str]
@@ -174,7 +172,7 @@ def _print_turn(
     calls = record["model_calls"]
     for entry in record["rounds"]:
         index = entry["round_index"]
-        console.print(Text(f"round {index}", style="bold"))
+        console.print(Text(round_header(entry), style="bold"))
         said = spoken_text(entry["text"], entry["spoken"])
         if said.strip():
             console.print(Text.assemble(("  assistant› ", "bold green"), said))
@@ -195,6 +193,19 @@ def _print_turn(
     for call in record.get("recovered_calls") or []:
         console.print(Text(f"  ⚠ recovered {_recovered_line(call)}", style="bold yellow"))
     console.print(Text(f"  turn cost: {cost_text(record['cost'], _roles(record))}", style="dim"))
+
+
+def round_header(entry: Row) -> str:
+    """``round 1 · TTFT 304 ms · 591 ms``: the round's visible TTFT (``no text``) and
+    wall time as its live stats chip gave them; a round that never finished has no
+    wall time, one that ended before any figure, just its number."""
+    parts = [f"round {entry['round_index']}"]
+    ttft, elapsed = entry.get("visible_ttft_ms"), entry.get("elapsed_ms")
+    if ttft is not None or elapsed is not None:
+        parts.append("no text" if ttft is None else f"TTFT {ttft} ms")
+    if elapsed is not None:
+        parts.append(f"{elapsed} ms")
+    return " · ".join(parts)
 
 
 def spoken_text(text: str, spoken: Sequence[str]) -> str:
@@ -256,7 +267,9 @@ def _tool_status(tool: Row | None, uncertain: Row | None) -> str:
         return f"{uncertain['status']} (recorded before the interruption)"
     if (tool or {}).get("failure_reason") == "outcome_unknown":  # as the ledger has it
         return "uncertain: outcome unknown — check before repeating"
-    return str((tool or {}).get("status") or "not run")  # no execution, nothing in the ledger
+    status = str((tool or {}).get("status") or "not run")  # no execution, nothing in the ledger
+    reason = (tool or {}).get("failure_reason")
+    return f"{status} ({reason})" if status == "failed" and reason else status
 
 
 def _misread(raw: str, arguments: object) -> bool:
@@ -311,13 +324,18 @@ def _generation_failed(event: Row | None) -> bool:
 def _call_line(call: Row) -> str:
     role = _ROLE_LABELS.get(str(call["role"]), str(call["role"]))
     usage, timings = call.get("usage"), call.get("timings") or {}
-    tokens = f"{usage['total_tokens']} tok" if usage else "tokens not reported"
+    tokens = "tokens not reported"
+    if usage:
+        tokens = f"{usage['total_tokens']} tok ({usage['cached_tokens']} cached)"
     ttft, attempts = timings.get("provider_first_chunk_ms"), timings.get("attempts") or 1
     first = f" · provider TTFT {ttft:.0f} ms" if isinstance(ttft, int | float) else ""
     first += f" over {attempts} attempts" if attempts > 1 else ""  # retries and backoff in it
     first += " · cold" if call.get("cold") else ""
     if call.get("finish_reason") in ("length", "content_filter"):
         first += f" · cut off ({call['finish_reason']})"
+    status, reason = call.get("status"), call.get("failure_reason")
+    if status not in ("succeeded", None):  # failed, cancelled: as its record says
+        first += f" · {status}" + (f" ({reason})" if reason and reason != status else "")
     cost = call.get("cost") or {}
     price = usd(cost.get("amount_usd"))
     if cost.get("amount_usd") is None and cost.get("unknown_reason"):
