@@ -55,6 +55,9 @@ Examples:
 """
 
 EXIT_COMMANDS: Final = frozenset({"/exit", "/quit"})
+FILE_REPLACED: Final = "session_persistence_failed:file_replaced"
+"""A turn's failure after which the chat ends: the store file at its path was deleted
+or replaced, so no later turn could be saved where the user will look for it."""
 INTERRUPT: Final = object()
 """Put on the line queue by Ctrl-C at the prompt."""
 
@@ -172,9 +175,13 @@ class ChatLoop:
             self.renderer.note("turn cancelled", "yellow")
         elif end.status == "failed":
             self.renderer.end_line()
-            code = report_failure(end.error or {"type": "error", "message": "the turn failed"})
+            error = end.error or {"type": "error", "message": "the turn failed"}
+            code = report_failure(error)
             self._failed = True
             if code == EXIT_USAGE or end.session_over:
+                return code
+            if error.get("failure_reason") == FILE_REPLACED:  # no later turn can be saved
+                self.renderer.note("the chat has ended: its store file is gone", "yellow")
                 return code
         elif end.round_count is not None:
             self.renderer.note(end.describe())
