@@ -76,10 +76,12 @@ def chat(
 
 async def _chat(options: LabOptions, session_id: str | None, *, audit: bool) -> int:
     async with open_lab(options.settings()) as lab:
-        session_id, mode = resolve_session(lab, options, session_id)
+        session_id, mode, mode_note = resolve_session(lab, options, session_id)
         renderer = ConversationRenderer(stdout_console(), show_audits=audit)
         reader = LineReader(sys.stdin)
         notice(renderer.console, lab.endpoint_description)
+        if mode_note:
+            notice(renderer.console, mode_note)
         if reader.interactive:
             notice(renderer.console, "one turn per line; /exit or Ctrl-D quits, Ctrl-C cancels")
         loop = ChatLoop(lab, session_id, mode, renderer, reader)
