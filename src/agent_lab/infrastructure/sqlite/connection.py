@@ -106,17 +106,33 @@ class StoreCore:
         """Close the connection; later calls raise ``UsageError``. Idempotent.
 
         When the file at the path is no longer the one this store opened, what the store
-        holds is saved first (``replaced``) and a warning names the copy.
+        holds is saved first (``replaced`` names the copy; so does an ``INFO`` log line).
         """
         with self._lock:
             conn, self._conn = self._conn, None
             if conn is None:
                 return
-            if self._replaced is None and self._file_was_replaced():
-                self._replaced = rescue(conn, self._path)
-                log.warning("%s", self._replaced.failure().detail)
+            if self._keep_if_replaced(conn):
+                assert self._replaced is not None
+                log.info("%s", self._replaced.failure().detail)
             with map_sqlite_errors():
                 conn.close()
+
+    def check_file(self) -> Replaced | None:
+        """Whether the file at the path is still the one this store opened; when it is
+        not, save what the store holds first (``replaced``). Blocking: call it from a
+        worker thread. ``None``: the file is the store's (or it is in memory)."""
+        with self._lock:
+            if self._conn is not None:
+                self._keep_if_replaced(self._conn)
+            return self._replaced
+
+    def _keep_if_replaced(self, conn: sqlite3.Connection) -> bool:
+        """Save what the store holds when its file was replaced (once); whether it did."""
+        if self._replaced is not None or not self._file_was_replaced():
+            return False
+        self._replaced = rescue(conn, self._path)
+        return True
 
     @property
     def replaced(self) -> Replaced | None:

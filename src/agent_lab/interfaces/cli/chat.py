@@ -19,7 +19,9 @@ from agent_lab.interfaces.cli.common import (
     EXIT_OK,
     EXIT_RUN_FAILED,
     EXIT_USAGE,
+    FILE_REPLACED,
     LabOptions,
+    check_store_file,
     isatty,
     notice,
     on_interrupt,
@@ -55,9 +57,6 @@ Examples:
 """
 
 EXIT_COMMANDS: Final = frozenset({"/exit", "/quit"})
-FILE_REPLACED: Final = "session_persistence_failed:file_replaced"
-"""A turn's failure after which the chat ends: the store file at its path was deleted
-or replaced, so no later turn could be saved where the user will look for it."""
 INTERRUPT: Final = object()
 """Put on the line queue by Ctrl-C at the prompt."""
 
@@ -87,7 +86,9 @@ async def _chat(options: LabOptions, session_id: str | None, *, audit: bool) -> 
         loop = ChatLoop(lab, session_id, mode, renderer, reader)
         with on_interrupt(loop.interrupt):
             try:
-                return await loop.run()
+                code = await loop.run()
+                gone = await check_store_file(lab, reported=loop.store_gone)
+                return code if gone is None else gone
             finally:
                 await loop.driver.aclose()
 
@@ -138,6 +139,8 @@ class ChatLoop:
     driver: SessionDriver = field(init=False)
     _interrupts: int = field(default=0, init=False)
     _failed: bool = field(default=False, init=False)
+    store_gone: bool = field(default=False, init=False)
+    """A turn's error said the store file was deleted or replaced (the chat ended)."""
 
     def __post_init__(self) -> None:
         self.driver = SessionDriver(self.lab.runtime(), self.renderer.render)
@@ -184,6 +187,7 @@ class ChatLoop:
                 return code
             if error.get("failure_reason") == FILE_REPLACED:  # no later turn can be saved
                 self.renderer.note("the chat has ended: its store file is gone", "yellow")
+                self.store_gone = True
                 return code
         elif end.round_count is not None:
             self.renderer.note(end.describe())

@@ -15,8 +15,10 @@ from agent_lab.application.runtime import DebugRuntime
 from agent_lab.domain.errors import SessionNotFound
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
+    FILE_REPLACED,
     LabOptions,
     as_mode,
+    check_store_file,
     fail,
     notice,
     on_interrupt,
@@ -153,7 +155,10 @@ async def _run(
             if last["type"] == "done" or sink.turn_tokens.reported:
                 sink.note(f"  turn · {sink.turn_tokens.describe()}")
             await print_turn_cost(lab, sink, sink.session_id)
-    return EXIT_OK if last["type"] == "done" else report_failure(last)
+        code = EXIT_OK if last["type"] == "done" else report_failure(last)
+        reported = last["type"] == "error" and last.get("failure_reason") == FILE_REPLACED
+        gone = await check_store_file(lab, reported=reported)
+    return code if gone is None else gone
 
 
 async def print_turn_cost(
