@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from tests.cli.cli_helpers import process_env
 
 pytestmark = pytest.mark.skipif(
@@ -68,3 +69,28 @@ def test_sessions_list_with_no_store_in_an_unwritable_folder_says_so(shared: Pat
     assert "there is no session store" in ran.stderr
     assert "Keep a copy of that file" not in ran.stderr
     assert "may not create the store there" in ran.stderr
+
+
+def test_writing_to_another_users_store_says_whose_it_is_and_creates_nothing(
+    shared: Path,
+) -> None:
+    home = shared / "lab"
+    home.mkdir()
+    home.chmod(0o777)  # nobody may create files here, but not write root's store
+    path = home / "agent-lab.sqlite3"
+    with SQLiteSessionStore(path) as store:
+        store.create_session("root's session", {}, session_id="s")
+    path.chmod(0o644)
+    before = path.read_bytes()
+
+    ran = _as_nobody(home, "run", "hello")
+
+    assert ran.returncode == 1, ran.stderr
+    assert ran.stderr.count("error:") == 1
+    assert f"cannot open {path}: permission denied" in ran.stderr
+    assert "this user (nobody) may not write it: it belongs to root (-rw-r--r--)" in ran.stderr
+    # no -wal or -shm of nobody's left next to root's store (root's lab may need them)
+    assert sorted(entry.name for entry in home.iterdir()) == ["agent-lab.sqlite3"]
+    assert path.read_bytes() == before
+    listed = _as_nobody(home, "sessions", "list")
+    assert listed.returncode == 0 and "root's session" in listed.stdout

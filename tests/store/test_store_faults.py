@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -272,13 +273,19 @@ def test_a_store_opened_read_only_refuses_writes(tmp_path: Path) -> None:
     assert path.read_bytes() == content
 
 
-def test_an_unwritable_store_file_fails_writes_as_read_only(tmp_path: Path) -> None:
+def test_an_unwritable_store_file_is_refused_for_writing_naming_the_cause(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "locked-down.sqlite3"
     content = _made_store(path)
     with unwritable(path):
-        with SQLiteSessionStore(path) as store:
-            _assert_writes_fail_read_only(store)
+        with pytest.raises(PersistenceFailed) as refused:
+            SQLiteSessionStore(path)  # not opened read-only without a word
         assert path.read_bytes() == content
+        assert sorted(entry.name for entry in tmp_path.iterdir()) == [path.name]
+    assert refused.value.reason == "read_only"
+    cause = "immutable (chattr +i)" if os.geteuid() == 0 else "may not write it"
+    assert f"cannot open {path}: " in str(refused.value) and cause in str(refused.value)
 
 
 _OPEN_READ_ONLY_MOUNT = """

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_lab.application._metrics import ModelCall
-from agent_lab.application._recording import kept_failure_message
+from agent_lab.application._recording import kept_failure_message, kept_text
 from agent_lab.application._session_state import TurnOutcome, TurnState
 from agent_lab.application.contracts import AgentParams, ToolInvocationMode
 from agent_lab.application.events import EventBatchResult, EventResult
@@ -67,6 +67,9 @@ def turn_closing(turn: TurnState, outcome: TurnOutcome) -> Details:
     if failure is not None:
         details["failure_reason"] = failure.failure_reason
         details["failure_message"] = kept_failure_message(failure)
+        detail = getattr(failure, "audit_detail", None)  # the libraries' own words
+        if isinstance(detail, str) and detail:
+            details["failure_detail"] = kept_text(detail)
     if turn.unfinished:
         details["unfinished_results"] = [_shown_result(message) for message in turn.unfinished]
     if turn.streaming_text:

@@ -96,7 +96,12 @@ def kept_failure_message(failure: AgentLabError) -> str:
     ``***``, so no credential reaches the store. What the user is shown live is
     unchanged.
     """
-    return _OPAQUE_TOKEN.sub("***", str(failure))
+    return kept_text(str(failure))
+
+
+def kept_text(text: str) -> str:
+    """``text`` with opaque tokens kept as ``***`` (see ``kept_failure_message``)."""
+    return _OPAQUE_TOKEN.sub("***", text)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ import openai
 import orjson
 
 from agent_lab.domain.errors import (
-    ProviderConnectionError,
     ProviderError,
     ProviderHTTPError,
     ProviderProtocolError,
@@ -25,6 +24,7 @@ from agent_lab.domain.errors import (
 )
 from agent_lab.infrastructure.openai_compat.html_text import html_summary, looks_like_html
 from agent_lab.infrastructure.openai_compat.secret_mask import SecretMask
+from agent_lab.infrastructure.openai_compat.unreachable import unreachable
 
 _NO_SECRETS = SecretMask(())
 
@@ -73,14 +73,25 @@ def _translate(
         after = f" after {elapsed():.1f} s" if elapsed is not None else ""
         return ProviderTimeout(f"the provider at {url} timed out{after}")
     if isinstance(exc, openai.APIConnectionError):
-        reason = mask.text(str(exc.__cause__ or exc))
-        return ProviderConnectionError(f"cannot reach the provider at {url}: {reason}")
+        return unreachable(url, exc, mask.text(_account(exc.__cause__ or exc)))
     if isinstance(exc, httpx.HTTPError):
         # The SDK turns what fails before the answer into ``APIConnectionError``; an
         # httpx error of its own comes from reading the body: the answer had begun.
         reason = mask.text(str(exc)) or _BROKEN_OFF.get(type(exc), "the connection failed")
         return ProviderProtocolError(f"the provider at {url} broke off the stream: {reason}")
     return ProviderError(f"the request to {url} failed: {mask.text(str(exc))}")
+
+
+def _account(exc: BaseException) -> str:
+    """What the libraries said of a failed connection, innermost cause last."""
+    parts: list[str] = []
+    current: BaseException | None = exc
+    while current is not None and len(parts) < 4:
+        text = str(current)
+        if text and text not in parts:
+            parts.append(text)
+        current = current.__cause__ or current.__context__
+    return " <- ".join(parts) or type(exc).__name__
 
 
 def provider_message(response: httpx.Response, mask: SecretMask = _NO_SECRETS) -> str:

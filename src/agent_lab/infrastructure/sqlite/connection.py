@@ -18,7 +18,10 @@ Three rules keep failures honest:
   when the lock is still held, so a failing turn surfaces after one wait, not two.
 * **A replaced file is noticed.** The store remembers the device and inode of its file;
   a write to a file that was deleted or replaced underneath fails as ``file_replaced``
-  instead of committing into a file nobody will ever open again.
+  instead of committing into a file nobody will ever open again. The first such write
+  (never one on the event loop: ``write_now`` hands it to the worker thread), or the
+  store's ``close()``, saves what the store holds to a copy and keeps its stale log off
+  the new file (``replaced``); the error names the copy.
 * **Corruption is confirmed.** A write or read that SQLite reports as corrupt is
   checked with ``PRAGMA quick_check`` on a fresh connection; when the file is sound
   (e.g. after a transient disk I/O error left the connection confused) the connection
@@ -28,6 +31,7 @@ Three rules keep failures honest:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import threading
@@ -54,10 +58,13 @@ from agent_lab.infrastructure.sqlite.opening import (
     writes_now,
 )
 from agent_lab.infrastructure.sqlite.reading import damage
+from agent_lab.infrastructure.sqlite.replaced import Replaced, identity, rescue
 from agent_lab.infrastructure.sqlite.rows import require_session
 from agent_lab.infrastructure.sqlite.schema import rollback_quietly
 
 __all__ = ["MEMORY", "Options", "StoreCore", "Synchronous"]
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_COMMITS: Final = 100
 """Commits between this store's own WAL checkpoints (SQLite's default is every 1,000
@@ -81,7 +88,9 @@ class StoreCore:
         self._group: Group | None = None
         """The ``atomic_writes()`` block in progress, if any."""
         self._conn: sqlite3.Connection | None = open_connection(self._path, options)
-        self._identity = None if self._memory else _identity(self._path)
+        self._identity = None if self._memory else identity(self._path)
+        self._replaced: Replaced | None = None
+        """Set once a write found the file at the path replaced (see ``replaced``)."""
         self._writes_now = writes_now(options, self._memory)
         """Short writes may run on the caller's thread (``write_now``)."""
         self._own_checkpoints = self._writes_now and not self._memory
@@ -94,12 +103,47 @@ class StoreCore:
         """A ``write_now`` is in progress: failures are only mapped (see ``_mapped``)."""
 
     def close(self) -> None:
-        """Close the connection; later calls raise ``UsageError``. Idempotent."""
+        """Close the connection; later calls raise ``UsageError``. Idempotent.
+
+        When the file at the path is no longer the one this store opened, what the store
+        holds is saved first (``replaced`` names the copy; so does an ``INFO`` log line).
+        """
         with self._lock:
             conn, self._conn = self._conn, None
-            if conn is not None:
-                with map_sqlite_errors():
-                    conn.close()
+            if conn is None:
+                return
+            if self._keep_if_replaced(conn):
+                assert self._replaced is not None
+                log.info("%s", self._replaced.failure().detail)
+            with map_sqlite_errors():
+                conn.close()
+
+    def check_file(self) -> Replaced | None:
+        """Whether the file at the path is still the one this store opened; when it is
+        not, save what the store holds first (``replaced``). Blocking: call it from a
+        worker thread. ``None``: the file is the store's (or it is in memory)."""
+        with self._lock:
+            if self._conn is not None:
+                self._keep_if_replaced(self._conn)
+            return self._replaced
+
+    def _keep_if_replaced(self, conn: sqlite3.Connection) -> bool:
+        """Save what the store holds when its file was replaced (once); whether it did."""
+        if self._replaced is not None or not self._file_was_replaced():
+            return False
+        self._replaced = rescue(conn, self._path)
+        return True
+
+    @property
+    def replaced(self) -> Replaced | None:
+        """What happened to the file at the path, once a write or ``close()`` found it
+        deleted or replaced (where the store's data went: ``Replaced.copy``)."""
+        return self._replaced
+
+    def _file_was_replaced(self) -> bool:
+        if self._identity is None or self._options.read_only:
+            return False
+        return identity(self._path) != self._identity
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -300,19 +344,11 @@ class StoreCore:
         self._lock_failed_at = None
 
     def _check_identity(self) -> None:
-        if self._identity is None:
-            return
-        try:
-            current = _identity(self._path)
-        except FileNotFoundError:
-            current = None
-        if current != self._identity:
-            what = "was deleted" if current is None else "was replaced by another file"
-            raise PersistenceFailed(
-                "file_replaced",
-                f"{self._path} {what} after this store opened it; nothing was written "
-                "(reopen the store to write to the file now at that path)",
-            )
+        """Refuse to commit into a file that is no longer the one at the path."""
+        if self._replaced is not None:
+            raise self._replaced.failure()
+        if self._file_was_replaced():  # ``_fail`` saves a copy, off the event loop
+            raise PersistenceFailed("file_replaced", f"{self._path} changed while open")
 
     @contextmanager
     def _mapped(self) -> Iterator[None]:
@@ -339,6 +375,9 @@ class StoreCore:
             raise failure
         if not isinstance(exc, PersistenceFailed) or self._now:
             return
+        if exc.reason == "file_replaced" and self._replaced is None and self._conn is not None:
+            self._replaced = rescue(self._conn, self._path)  # outside the rolled-back write
+            raise self._replaced.failure() from exc
         if exc.reason == "locked" and self._lock_failed_at is None:
             self._lock_failed_at = time.monotonic()
         if exc.reason == "corrupt" and not self._memory and self._file_is_sound():
@@ -378,8 +417,3 @@ class _GroupedWrite:
         if exc is not None:
             self._group.failed = True
             self._store._fail(exc)  # raises the mapped failure, or returns: ``exc`` goes on
-
-
-def _identity(path: Path) -> tuple[int, int]:
-    stat = os.stat(path)
-    return stat.st_dev, stat.st_ino

@@ -10,7 +10,6 @@ but says nothing about disk space.
 from __future__ import annotations
 
 import errno
-import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_lab.domain.errors import PersistenceFailed, PersistenceFailure, StoreFormatError
+from agent_lab.infrastructure.sqlite.access import on_read_only_file_system
 from agent_lab.infrastructure.sqlite.reading import access_problem
 
 # Primary SQLite result codes (https://sqlite.org/rescode.html).
@@ -110,14 +110,6 @@ def map_sqlite_errors() -> Iterator[None]:
         raise persistence_failed(exc) from exc
 
 
-def _on_read_only_file_system(path: Path) -> bool:
-    probe = path if path.exists() else path.parent
-    try:
-        return bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
-
-
 @contextmanager
 def map_open_errors(path: Path) -> Iterator[None]:
     """Like ``map_sqlite_errors()``, for the statements that open and check a store.
@@ -143,7 +135,7 @@ def map_open_errors(path: Path) -> Iterator[None]:
             ) from exc
         if reason == "corrupt":
             raise PersistenceFailed("corrupt", f"{path}: {exc}") from exc
-        if reason in ("unknown", "read_only") and _on_read_only_file_system(path):
+        if reason in ("unknown", "read_only") and on_read_only_file_system(path):
             raise PersistenceFailed(
                 "read_only", f"{path} is on a read-only file system ({exc})"
             ) from exc

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Final, Literal, get_args
 
 from agent_lab.domain.errors import PersistenceFailed, StoreFormatError, UsageError
+from agent_lab.infrastructure.sqlite.access import not_writable
 from agent_lab.infrastructure.sqlite.errors import (
     classify_os_error,
     classify_sqlite_error,
@@ -106,6 +107,9 @@ def _prepare_path(path: Path, read_only: bool) -> None:
         raise PersistenceFailed(
             classify_os_error(exc), f"cannot create the directory {path.parent}: {exc}"
         ) from exc
+    problem = not_writable(path) if path.is_file() else None
+    if problem is not None:  # before SQLite opens it read-only, quietly, and adds files
+        raise PersistenceFailed("read_only", f"cannot open {path}: {problem} (nothing was changed)")
 
 
 def _open_read_only(path: Path, options: Options) -> sqlite3.Connection:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from agent_lab.domain.errors import PersistenceFailed
+from agent_lab.infrastructure.sqlite.access import no_new_files
 
 _SQLITE_CORRUPT: Final = 11
 _SQLITE_CANTOPEN: Final = 14
@@ -88,11 +89,10 @@ def access_problem(path: Path) -> str | None:
         return None
     if path.exists():
         return (
-            f"permission denied: this user may not create files in {parent}, and SQLite "
-            f"keeps {path.name}-wal and {path.name}-shm there while the store is open; "
-            "open it read-only to read it"
+            f"{no_new_files(parent)}, and SQLite keeps {path.name}-wal and {path.name}-shm "
+            "there while the store is open; open it read-only to read it"
         )
-    return f"permission denied: this user may not create files in {parent}"
+    return no_new_files(parent)
 
 
 def damage(path: Path, timeout: float = 5.0) -> list[str]:

@@ -19,7 +19,9 @@ from agent_lab.interfaces.cli.common import (
     EXIT_OK,
     EXIT_RUN_FAILED,
     EXIT_USAGE,
+    FILE_REPLACED,
     LabOptions,
+    check_store_file,
     isatty,
     notice,
     on_interrupt,
@@ -73,16 +75,20 @@ def chat(
 
 async def _chat(options: LabOptions, session_id: str | None, *, audit: bool) -> int:
     async with open_lab(options.settings()) as lab:
-        session_id, mode = resolve_session(lab, options, session_id)
+        session_id, mode, mode_note = resolve_session(lab, options, session_id)
         renderer = ConversationRenderer(stdout_console(), show_audits=audit)
         reader = LineReader(sys.stdin)
         notice(renderer.console, lab.endpoint_description)
+        if mode_note:
+            notice(renderer.console, mode_note)
         if reader.interactive:
             notice(renderer.console, "one turn per line; /exit or Ctrl-D quits, Ctrl-C cancels")
         loop = ChatLoop(lab, session_id, mode, renderer, reader)
         with on_interrupt(loop.interrupt):
             try:
-                return await loop.run()
+                code = await loop.run()
+                gone = await check_store_file(lab, reported=loop.store_gone)
+                return code if gone is None else gone
             finally:
                 await loop.driver.aclose()
 
@@ -133,6 +139,8 @@ class ChatLoop:
     driver: SessionDriver = field(init=False)
     _interrupts: int = field(default=0, init=False)
     _failed: bool = field(default=False, init=False)
+    store_gone: bool = field(default=False, init=False)
+    """A turn's error said the store file was deleted or replaced (the chat ended)."""
 
     def __post_init__(self) -> None:
         self.driver = SessionDriver(self.lab.runtime(), self.renderer.render)
@@ -172,9 +180,14 @@ class ChatLoop:
             self.renderer.note("turn cancelled", "yellow")
         elif end.status == "failed":
             self.renderer.end_line()
-            code = report_failure(end.error or {"type": "error", "message": "the turn failed"})
+            error = end.error or {"type": "error", "message": "the turn failed"}
+            code = report_failure(error)
             self._failed = True
             if code == EXIT_USAGE or end.session_over:
+                return code
+            if error.get("failure_reason") == FILE_REPLACED:  # no later turn can be saved
+                self.renderer.note("the chat has ended: its store file is gone", "yellow")
+                self.store_gone = True
                 return code
         elif end.round_count is not None:
             self.renderer.note(end.describe())

@@ -379,6 +379,28 @@ def on_interrupt(callback: Callable[[], None]) -> Iterator[None]:
         loop.remove_signal_handler(signal.SIGINT)
 
 
+FILE_REPLACED = "session_persistence_failed:file_replaced"
+"""The failure of a write that found the store file at its path deleted or replaced."""
+
+
+async def check_store_file(lab: Lab, *, reported: bool) -> int | None:
+    """``store_file_gone``, in a worker thread (it may copy the store)."""
+    return await asyncio.to_thread(store_file_gone, lab, reported=reported)
+
+
+def store_file_gone(lab: Lab, *, reported: bool) -> int | None:
+    """``EXIT_RUN_FAILED``, after its error line, when the store file was deleted or
+    replaced while the command ran (what the store held is then saved to a copy the line
+    names: what the command saved is not at the path); ``None`` when it was not, or when
+    a turn's error already ``reported`` it. Blocking."""
+    check = getattr(lab.store, "check_file", None)
+    replaced = None if check is None else check()
+    if replaced is None or reported:
+        return None
+    print_error(str(replaced.failure()))
+    return EXIT_RUN_FAILED
+
+
 def require_session(lab: Lab, session_id: str) -> dict[str, Any]:
     """The persisted session with this id or unique id prefix, or a usage error."""
     from agent_lab.interfaces.cli.session_ids import find_session

@@ -15,8 +15,10 @@ from agent_lab.application.runtime import DebugRuntime
 from agent_lab.domain.errors import SessionNotFound
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
+    FILE_REPLACED,
     LabOptions,
     as_mode,
+    check_store_file,
     fail,
     notice,
     on_interrupt,
@@ -29,6 +31,7 @@ from agent_lab.interfaces.cli.common import (
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, TURN_FLAGS, lab_flags
 from agent_lab.interfaces.cli.options import AuditOption, JsonOption
 from agent_lab.interfaces.cli.render import ConversationRenderer, JsonLinesWriter
+from agent_lab.interfaces.cli.session_mode import continued_mode
 from agent_lab.interfaces.cli.session_show import turn_cost_note
 
 if TYPE_CHECKING:
@@ -137,20 +140,25 @@ async def _run(
     options: LabOptions, message: str, session_id: str | None, *, as_json: bool, audit: bool
 ) -> int:
     async with open_lab(options.settings()) as lab:
-        request = build_request(lab, options, message, session_id)
+        request, mode_note = build_request(lab, options, message, session_id)
         sink: JsonLinesWriter | ConversationRenderer
         if as_json:
             sink = JsonLinesWriter(sys.stdout, audits=audit)
         else:
             sink = ConversationRenderer(stdout_console(), show_audits=audit)
             notice(sink.console, lab.endpoint_description)
+            if mode_note:
+                notice(sink.console, mode_note)
         last = await stream_turn(lab.runtime(), request, sink)
         if isinstance(sink, ConversationRenderer):
             sink.end_line()
             if last["type"] == "done" or sink.turn_tokens.reported:
                 sink.note(f"  turn · {sink.turn_tokens.describe()}")
             await print_turn_cost(lab, sink, sink.session_id)
-    return EXIT_OK if last["type"] == "done" else report_failure(last)
+        code = EXIT_OK if last["type"] == "done" else report_failure(last)
+        reported = last["type"] == "error" and last.get("failure_reason") == FILE_REPLACED
+        gone = await check_store_file(lab, reported=reported)
+    return code if gone is None else gone
 
 
 async def print_turn_cost(
@@ -172,28 +180,32 @@ async def print_turn_cost(
 
 def build_request(
     lab: Lab, options: LabOptions, message: str, session_id: str | None
-) -> DebugRunRequest:
-    """The request of a turn; a resumed session keeps its mode unless --mode is given."""
-    session_id, mode = resolve_session(lab, options, session_id)
-    return lab.request(message, session_id=session_id, mode=mode)
+) -> tuple[DebugRunRequest, str | None]:
+    """The request of a turn, and the note saying which mode a continued session runs
+    in (its last turn's unless --mode is given)."""
+    session_id, mode, note = resolve_session(lab, options, session_id)
+    return lab.request(message, session_id=session_id, mode=mode), note
 
 
 def resolve_session(
     lab: Lab, options: LabOptions, session_id: str | None
-) -> tuple[str | None, ToolInvocationMode | None]:
+) -> tuple[str | None, ToolInvocationMode | None, str | None]:
     """The full id of the session to continue (given by its id or a unique prefix;
-    ``None`` starts a new one) and the mode of its turns: --mode, else the session's.
+    ``None`` starts a new one), the mode of its turns (--mode, else the mode its last
+    turn ran in: ``session_mode``) and a note that says which mode that is.
 
     Raises:
         CommandFailed: no such session, or an ambiguous prefix.
         ConfigError: not a known mode.
     """
-    mode = options.mode
-    if session_id is not None:
-        session = require_session(lab, session_id)
-        session_id = str(session["id"])
-        mode = mode or session.get("mode")
-    return session_id, as_mode(mode)
+    mode = as_mode(options.mode)
+    if session_id is None or mode is not None:
+        full_id = None if session_id is None else str(require_session(lab, session_id)["id"])
+        return full_id, mode, None
+    session = require_session(lab, session_id)
+    assert lab.store is not None
+    chosen = continued_mode(lab.store, session)
+    return str(session["id"]), chosen.mode, chosen.note(str(session["id"]))
 
 
 async def stream_turn(

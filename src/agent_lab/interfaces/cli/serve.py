@@ -21,6 +21,7 @@ from agent_lab.interfaces.cli.common import (
     guard,
     open_lab,
     run_async,
+    store_file_gone,
 )
 from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
 from agent_lab.interfaces.cli.options import HostOption, PortOption, repeatable
@@ -246,8 +247,11 @@ async def _serve_on(
         if binding.generated:
             typer.echo(f"access token (shown once): {binding.token}")
         typer.echo(f"web lab on {binding.url(sock.getsockname()[1])}  (Ctrl-C to stop)")
-        await serve_app(app, sock)
-    return EXIT_OK
+        try:
+            await serve_app(app, sock)
+        finally:  # also when Ctrl-C stops the server: say where its turns went
+            gone = store_file_gone(lab, reported=False)
+    return EXIT_OK if gone is None else gone
 
 
 def _bind(host: str, port: int) -> socket.socket:
