@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_lab.application.contracts import ToolInvocationMode
+from agent_lab.application.record.modes import modes_by_turn
 from agent_lab.application.session_store import SessionStore
 from agent_lab.interfaces.cli.common import as_mode
 
@@ -46,7 +47,7 @@ def continued_mode(store: SessionStore, session: dict[str, Any]) -> SessionMode:
     """
     session_id = str(session["id"])
     summary = store.usage_summary(session_id)
-    by_turn = {int(call["turn_index"]): call.get("mode") for call in summary["calls"]}
+    by_turn = modes_by_turn(summary["calls"])
     for turn in sorted((int(row["turn_index"]) for row in summary["turns"]), reverse=True):
         mode = by_turn.get(turn) or _audited_mode(store, session_id, turn)
         if mode:

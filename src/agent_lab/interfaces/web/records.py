@@ -12,6 +12,7 @@ from typing import Any
 from agent_lab.application.export import not_held
 from agent_lab.application.pricing import PriceTable, cost_breakdown
 from agent_lab.application.record import unreported_calls
+from agent_lab.application.record.modes import modes_by_turn
 from agent_lab.application.record.reading import left_pending_calls
 from agent_lab.application.session_store import ClaimListing, SessionStore
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
@@ -69,11 +70,7 @@ def turn_modes(calls: list[dict[str, Any]]) -> list[str]:
     runtime was restarted in the other mode. ``mode`` is only its first request's.
 
     A turn's mode is its model calls' (a turn that made none is left out)."""
-    by_turn: dict[int, str] = {}
-    for call in calls:
-        turn, mode = call.get("turn_index"), call.get("mode")
-        if isinstance(turn, int) and isinstance(mode, str):
-            by_turn.setdefault(turn, mode)
+    by_turn = modes_by_turn(calls)
     modes: list[str] = []
     for turn in sorted(by_turn):
         if not modes or modes[-1] != by_turn[turn]:
