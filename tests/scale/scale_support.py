@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
+from websockets.sync.connection import Connection
 
 
 class WorkerLab:
@@ -67,7 +68,7 @@ class WorkerLab:
         request: dict[str, Any] = answer.json()["request"]
         return request
 
-    def socket(self, session_id: str) -> ClientConnection:
+    def socket(self, session_id: str) -> Connection:
         ws = self.base.replace("http://", "ws://")
         return connect(f"{ws}/ws/sessions/{session_id}", open_timeout=20)
 
@@ -83,11 +84,11 @@ class WorkerLab:
         return "".join(self.lines)
 
 
-def start(socket: ClientConnection, request: dict[str, Any], message: str) -> None:
+def start(socket: Connection, request: dict[str, Any], message: str) -> None:
     socket.send(json.dumps({"type": "start", "request": {**request, "user_message": message}}))
 
 
-def messages_until(socket: ClientConnection, *types: str, timeout: float = 120) -> list[Any]:
+def messages_until(socket: Connection, *types: str, timeout: float = 120) -> list[Any]:
     """Stream messages (control frames and outputs) until one of ``types`` arrives."""
     seen: list[Any] = []
     deadline = time.monotonic() + timeout

@@ -12,7 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
+from websockets.sync.connection import Connection
 
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.testing.sse_server import SSETranscriptServer
@@ -25,19 +26,19 @@ TYPED = "Set the volume to 70"
 SESSION = "held"
 
 
-def receive(ws: ClientConnection) -> dict[str, Any]:
+def receive(ws: Connection) -> dict[str, Any]:
     frame: dict[str, Any] = json.loads(ws.recv(timeout=30))
     return frame
 
 
-def until(ws: ClientConnection, kind: str) -> list[dict[str, Any]]:
+def until(ws: Connection, kind: str) -> list[dict[str, Any]]:
     frames = [receive(ws)]
     while kind_of(frames[-1]) != kind:
         frames.append(receive(ws))
     return frames
 
 
-def ask(srv: ServedLab, ws: ClientConnection, path: str) -> None:
+def ask(srv: ServedLab, ws: Connection, path: str) -> None:
     """Ask for a runtime with ``TYPED``: a ``start`` carrying it, or (``first_user``) a
     ``start`` without a message (answered at once) and then a ``user`` message."""
     assert srv.lab is not None

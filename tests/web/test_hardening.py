@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
+from websockets.sync.connection import Connection
 from websockets.typing import Subprotocol
 
 from agent_lab.interfaces.cli.serve import web_options
@@ -41,7 +42,7 @@ def lab_of(srv: ServedLab) -> Lab:
     return srv.lab
 
 
-def frames_until(ws: ClientConnection, stop: Any, timeout: float = 20) -> list[dict[str, Any]]:
+def frames_until(ws: Connection, stop: Any, timeout: float = 20) -> list[dict[str, Any]]:
     """Frames (stream messages unwrapped) until ``stop(frame)`` holds for one."""
     seen = []
     deadline = time.monotonic() + timeout
@@ -118,7 +119,7 @@ def test_the_socket_token_rides_in_the_subprotocol_header(settings: LabSettings)
     assert refused == [4401, 4401, 4401]
 
 
-def close_code(ws: ClientConnection) -> int | None:
+def close_code(ws: Connection) -> int | None:
     with pytest.raises(ConnectionClosed) as closed:
         ws.recv(timeout=10)
     return closed.value.rcvd.code if closed.value.rcvd is not None else None
@@ -131,7 +132,7 @@ def slow_settings(home: Path) -> LabSettings:
     return lab_settings(home, simulated_ttft_ms=400, simulated_tokens_per_second=40)
 
 
-def answers_of(ws: ClientConnection, count: int) -> list[dict[str, Any]]:
+def answers_of(ws: Connection, count: int) -> list[dict[str, Any]]:
     """The next ``count`` answers to ``user`` commands (``queued`` / ``error`` frames)."""
     answers: list[dict[str, Any]] = []
 

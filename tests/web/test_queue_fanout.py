@@ -19,7 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
+from websockets.sync.connection import Connection
 
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.testing.sse_server import SSETranscriptServer
@@ -35,7 +36,7 @@ def lab_of(srv: ServedLab) -> Any:
     return srv.lab
 
 
-def send(ws: ClientConnection, frame: dict[str, Any]) -> None:
+def send(ws: Connection, frame: dict[str, Any]) -> None:
     ws.send(json.dumps(frame))
 
 
@@ -44,7 +45,7 @@ def stored_turns(srv: ServedLab, session_id: str) -> list[str]:
     return [turn["user_message"] for turn in record["records"]]
 
 
-def queue_behind_a_turn(srv: ServedLab, a: ClientConnection, b: ClientConnection) -> None:
+def queue_behind_a_turn(srv: ServedLab, a: Connection, b: Connection) -> None:
     """``a`` runs a turn and queues ``QUEUED`` behind it; ``b`` watches the session."""
     send(a, start_message(lab_of(srv), "Search for sqlite wal and set the volume to 20"))
     frames_until(a, started_turn)

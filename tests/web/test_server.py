@@ -13,7 +13,8 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect as async_connect
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
+from websockets.sync.connection import Connection
 
 from agent_lab.interfaces.lab import Lab
 from agent_lab.interfaces.settings import LabSettings
@@ -21,7 +22,7 @@ from agent_lab.interfaces.web import CLOSE_SLOW_CONSUMER, WebOptions
 from tests.web.web_support import ServedLab, lab_settings, served, start_message
 
 
-def read_until(ws: ClientConnection, kind: str, timeout: float = 20) -> list[dict[str, Any]]:
+def read_until(ws: Connection, kind: str, timeout: float = 20) -> list[dict[str, Any]]:
     frames = []
     deadline = time.monotonic() + timeout
     while True:
@@ -123,7 +124,7 @@ def subscriber_count(srv: ServedLab, session_id: str) -> int:
     return int(srv.call(count()))
 
 
-def stalled_client(url: str) -> ClientConnection:
+def stalled_client(url: str) -> Connection:
     """A client that reads nothing: a tiny receive window and a one-frame queue."""
     host, port = url.split("//")[1].split("/")[0].split(":")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -175,7 +176,7 @@ def wait_for(condition: Any, timeout: float = 10) -> None:
         time.sleep(0.02)
 
 
-def drain(ws: ClientConnection) -> tuple[list[int], int | None]:
+def drain(ws: Connection) -> tuple[list[int], int | None]:
     offsets = []
     try:
         while True:

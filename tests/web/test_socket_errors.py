@@ -12,7 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
+from websockets.sync.connection import Connection
 
 from tests.web.web_support import ServedLab, changed_start, lab_settings, served
 
@@ -31,7 +32,7 @@ def start(srv: ServedLab, text: str, **request: Any) -> dict[str, Any]:
     return changed_start(srv.lab, text, **request)
 
 
-def refused(ws: ClientConnection, payload: str) -> dict[str, Any]:
+def refused(ws: Connection, payload: str) -> dict[str, Any]:
     """The answer to ``payload``, which must be an error frame."""
     ws.send(payload)
     frame: dict[str, Any] = json.loads(ws.recv(timeout=20))

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
+from websockets.sync.connection import Connection
 
 from tests.infrastructure.echo_provider import EchoProvider
 from tests.web.test_hardening import frames_until
@@ -21,7 +22,7 @@ TOKEN = base64.b64encode(f"webuser:{PASSWORD}".encode()).decode()
 SECRETS = (TOKEN.rstrip("="), f"webuser:{PASSWORD}", PASSWORD)
 
 
-def _frames(ws: ClientConnection) -> list[dict[str, Any]]:
+def _frames(ws: Connection) -> list[dict[str, Any]]:
     """Messages (stream frames unwrapped) until the turn completes or fails."""
     return frames_until(ws, lambda message: message.get("type") in TERMINAL, timeout=30)
 
