@@ -23,7 +23,8 @@ from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from tests.durability.test_storage_faults import _model, _registry, _request, _until
 
 GROUPS_IN_FIRST_TURN = 9
-"""Session open, turn start, batch, two dispatches and results, commit, answer, end."""
+"""Session open, turn start, batch, two dispatches, two results, commit, then the end
+with the answer (one group: a refused end keeps the answer for the next turn's start)."""
 
 
 class LockedGroupStore(SQLiteSessionStore):

@@ -75,6 +75,7 @@ class SessionRecorder:
         self.store = store
         self.session_id = session_id
         self._atomic = grouping(store)
+        self.closes_with_answer = self._atomic is not contextlib.nullcontext  # all or nothing
         self._now = writing_now(store)
         self._carried = 0
         """Characters of the messages of the last write (its audits are still buffered)."""
@@ -259,14 +260,16 @@ class SessionRecorder:
             if kept is not None and kept.batch_ids:
                 self.store.mark_reported(list(kept.batch_ids), index)
 
+        def started() -> None:
+            self._unclosed = self._unclosed[len(unclosed) :]
+            self._started.add(index)
+
         chars = 2 * len(user.content) + chars_of(messages[1:])
         try:
-            await self._call(write, chars=chars, shielded=True)
+            await self._write_and_settle(write, chars=chars, settled=started)
         except PersistenceFailed:
             self._refused[index] = user.content  # recorded as it ended, once a write works
             raise
-        self._unclosed = self._unclosed[len(unclosed) :]
-        self._started.add(index)
 
     async def append_messages(self, turn_index: int, messages: list[ChatMessage]) -> None:
         if messages:
@@ -339,8 +342,25 @@ class SessionRecorder:
             for turn in unclosed:
                 turn.write(self.store, self.session_id)
 
-        await self._call(write)
-        self._unclosed = self._unclosed[len(unclosed) :]
+        def closed() -> None:
+            self._unclosed = self._unclosed[len(unclosed) :]
+
+        chars = sum(chars_of(list(t.messages)) for t in unclosed if isinstance(t, FinishedTurn))
+        await self._write_and_settle(write, chars=chars, settled=closed)
+
+    async def _write_and_settle(
+        self, write: Callable[[], None], *, chars: int, settled: Callable[[], None]
+    ) -> None:
+        """``write``, then ``settled()`` to note that it is on record, both finished even
+        if the caller is cancelled meanwhile. A close carries the turn's answer, which is
+        not safe to write twice: a close that reached the store is never kept as
+        unwritten (and written again) because a cancellation came before the note."""
+
+        async def write_then_settle() -> None:
+            await self._call(write, chars=chars)
+            settled()
+
+        await finish_even_if_cancelled(write_then_settle())
 
     async def flush(self) -> None:
         """Write buffered audits now (best effort: audits never fail a turn)."""

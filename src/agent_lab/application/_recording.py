@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from agent_lab.application._recovery import NO_RECOVERY, KeptNote, MemoryLedger, Recovery
@@ -32,6 +32,13 @@ class Recorder(Protocol):
     @property
     def persistent(self) -> bool:
         """True when writes reach a store (provider TTFT is then measured for it)."""
+        ...
+
+    @property
+    def closes_with_answer(self) -> bool:
+        """True when a turn's answer may be written with the turn's close, in the same
+        transaction (``FinishedTurn.messages``): the store commits the close all or
+        nothing, so a refused close leaves no half of it and is written again whole."""
         ...
 
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None: ...
@@ -117,11 +124,16 @@ class FinishedTurn:
     """A failed or cancelled turn's failure: its reason and message are kept with it."""
     recovered: tuple[str, ...] = ()
     """Interrupted batches whose effects were reported to the model in this turn."""
+    messages: tuple[ChatMessage, ...] = ()
+    """The turn's answer, when it is written with the close (``closes_with_answer``)."""
 
     def write(self, store: SessionStore, session_id: str) -> None:
-        """The close as store writes (each one safe to repeat): batches reported, the
-        metrics, then the turn's status and failure."""
+        """The close as store writes: the answer, batches reported, the metrics, then
+        the turn's status and failure. Each is safe to repeat but the answer, which a
+        recorder carries here only when the store commits them all or nothing."""
         failure = self.failure
+        if self.messages:
+            store.append_messages(session_id, self.index, list(self.messages))
         if self.recovered:
             store.mark_reported(list(self.recovered), self.index)
         if self.metrics:
@@ -151,7 +163,7 @@ class RefusedStart:
         if any(row["turn_index"] == self.turn.index for row in store.list_turns(session_id)):
             return  # its start reached the store after all: its row is its own
         store.start_turn(session_id, self.turn.index, self.text, messages=[])
-        self.turn.write(store, session_id)
+        replace(self.turn, messages=()).write(store, session_id)
 
 
 class NullRecorder:
@@ -162,6 +174,7 @@ class NullRecorder:
 
     __slots__ = ()
     persistent = False
+    closes_with_answer = True  # nothing is written: no await for the answer
 
     def add_audit(self, turn_index: int | None, event: str, details: dict[str, Any]) -> None:
         return None

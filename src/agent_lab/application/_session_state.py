@@ -97,6 +97,9 @@ class TurnState:
     resolving: tuple[Resolving, ...] = ()
     """How far the events of the ``dual_agent`` batch running now got with their
     arguments (the event agent keeps them up to date)."""
+    answer: ChatMessage | None = None
+    """The turn's answer, in the history already, written with the turn's close
+    (``Recorder.closes_with_answer``): one transaction for both, not two."""
     unfinished_resolutions: dict[str, Any] | None = None
     """The resolutions and argument calls of a batch the turn ended in the middle of,
     for the turn's closing audit (``event_agent_response``'s shape)."""
@@ -139,6 +142,7 @@ async def close_turn(
                 round_count=turn.round_index,
                 failure=outcome.failure,
                 recovered=recovered,
+                messages=() if turn.answer is None else (turn.answer,),
             )
         )
     except PersistenceFailed as exc:

@@ -291,12 +291,14 @@ class TurnEngine:
         )
 
     async def _persist_answer(self, turn: TurnState, streamed: ChatRound) -> None:
-        content = streamed.content
-        if not content.strip():
+        if not (content := streamed.content).strip():
             return
         answer = ChatMessage(role="assistant", content=content)
         self.session.history.append(answer)
-        await self.session.recorder.append_messages(turn.index, [answer])
+        if self.session.recorder.closes_with_answer:  # the turn ends next: one write
+            turn.answer = answer  # for both (``FinishedTurn.messages``)
+        else:
+            await self.session.recorder.append_messages(turn.index, [answer])
 
     async def _decide(
         self, ctx: RoundContext, batch: BatchRun, streamed: ChatRound
