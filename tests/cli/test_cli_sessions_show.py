@@ -413,3 +413,17 @@ def test_show_says_an_event_whose_argument_call_failed_got_none_and_never_ran(
     assert "arguments: none (argument generation failed: fallback:1:1:evt_" in shown.stdout
     assert re.search(r"policy \w+ · not run", shown.stdout)
     assert "resolved by argument" not in shown.stdout
+
+
+def test_show_says_a_call_whose_tool_never_ran_was_not_run_instead_of_a_latency(
+    cli_process: Invoke,
+) -> None:
+    """The forced argument call writes broken JSON: the volume tool is never called, so
+    the call has no latency to show."""
+    run, _ = _dual_volume_run(cli_process, _forced_call('{"mode": "abs'))
+
+    shown = cli_process("sessions", "show", _session_of(run.stdout))
+
+    assert shown.exit_code == 0, shown.stderr
+    assert "policy silent_success · not run" in shown.stdout
+    assert not re.search(r"policy silent_success · \d+ ms", shown.stdout)

@@ -13,7 +13,7 @@ from typing import Any
 
 from agent_lab.application._metrics import ModelCall
 from agent_lab.application._recording import kept_failure_message, kept_text
-from agent_lab.application._session_state import TurnOutcome, TurnState
+from agent_lab.application._session_state import OpenBatch, TurnOutcome, TurnState
 from agent_lab.application.contracts import AgentParams, ToolInvocationMode
 from agent_lab.application.events import EventBatchResult, EventResult
 from agent_lab.domain.events import ToolCallEvent
@@ -70,8 +70,8 @@ def turn_closing(turn: TurnState, outcome: TurnOutcome) -> Details:
         detail = getattr(failure, "audit_detail", None)  # the libraries' own words
         if isinstance(detail, str) and detail:
             details["failure_detail"] = kept_text(detail)
-    if turn.unfinished:
-        details["unfinished_results"] = [_shown_result(message) for message in turn.unfinished]
+    if turn.unfinished is not None and turn.unfinished.landed:
+        details["unfinished_results"] = _shown_results(turn.unfinished)
     if turn.streaming_text:
         content = "".join(turn.streaming_text)
         details["cut_short_answer"] = {"round_index": turn.round_index, "content": content}
@@ -92,6 +92,15 @@ def unfinished_call(
         "visible_ttft_ms": visible_ttft_ms,
         "call": model_call(call, metric_key),
     }
+
+
+def _shown_results(batch: OpenBatch) -> list[Details]:
+    """The results of a batch cut off by the turn's end that were shown, with how long
+    each handler ran (``None``: it never ran)."""
+    return [
+        {**_shown_result(message), "tool_latency_ms": batch.results[event_id].tool_latency_ms}
+        for event_id, message in batch.landed.items()
+    ]
 
 
 def _shown_result(message: ChatMessage) -> Details:

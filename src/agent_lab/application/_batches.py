@@ -19,8 +19,8 @@ from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._chat_round import ChatRound
 from agent_lab.application._event_agent_audits import open_argument_call
-from agent_lab.application._metrics import argument_metric
-from agent_lab.application._session_state import SessionState, TurnState
+from agent_lab.application._metrics import argument_metric, tool_metrics
+from agent_lab.application._session_state import OpenBatch, SessionState, TurnState
 from agent_lab.application._transcript import event_history
 from agent_lab.application.contracts import ToolInvocationMode
 from agent_lab.application.event_agent import (
@@ -38,6 +38,7 @@ from agent_lab.application.events import (
     EventBatchResult,
     EventResult,
     EventSource,
+    EventStatus,
 )
 from agent_lab.application.session_store import BatchIntent, CallStatus
 from agent_lab.application.tools import ToolExecutionContext
@@ -90,29 +91,27 @@ class BatchRun:
 
 
 class ReplyEmitter:
-    """Shows ``tool_result``s in call order as they land."""
+    """Shows ``tool_result``s in call order as they land (in the open batch)."""
 
-    def __init__(
-        self, order: list[str], output: asyncio.Queue[Any], durable: dict[str, ChatMessage]
-    ) -> None:
+    def __init__(self, order: list[str], output: asyncio.Queue[Any], batch: OpenBatch) -> None:
         self._order = list(dict.fromkeys(order))
-        self._landed: dict[str, ChatMessage] = {}
-        self._durable = durable  # the turn keeps what landed, for its record
+        self._batch = batch  # the turn keeps what landed, for its record
         self._next = 0
         self._output = output
 
     def expects(self, event_id: str | None) -> bool:
-        return event_id in self._order and event_id not in self._landed
+        return event_id in self._order and event_id not in self._batch.landed
 
-    async def land(self, event_id: str, message: ChatMessage) -> None:
-        self._landed[event_id] = message
-        self._durable[event_id] = message
-        while self._next < len(self._order) and self._order[self._next] in self._landed:
-            await self._output.put(_outputs.tool_result(self._landed[self._order[self._next]]))
+    async def land(self, result: EventResult, message: ChatMessage) -> None:
+        self._batch.land(result, message)
+        landed = self._batch.landed
+        while self._next < len(self._order) and self._order[self._next] in landed:
+            await self._output.put(_outputs.tool_result(landed[self._order[self._next]]))
             self._next += 1
 
     def messages(self) -> list[ChatMessage]:
-        return [self._landed[event_id] for event_id in self._order if event_id in self._landed]
+        landed = self._batch.landed
+        return [landed[event_id] for event_id in self._order if event_id in landed]
 
 
 def _status(result: EventResult) -> CallStatus:
@@ -125,7 +124,7 @@ async def _begin(
     *,
     assistant: ChatMessage | None,
     visible: list[ChatMessage],
-) -> str:
+) -> OpenBatch:
     """Journal the batch (durable before any tool starts) and audit its start."""
     session, turn = ctx.session, ctx.turn
     batch_id = await session.batch_recorder().begin_batch(
@@ -139,14 +138,14 @@ async def _begin(
             visible,
         )
     )
-    turn.open_batch = batch_id
+    turn.open_batch = opened = OpenBatch(batch_id)
     await ctx.auditor.emit(
         "event_batch_started",
         _audit_details.event_batch_started(
             ctx.scope, turn.round_index, session.mode, streamed.events
         ),
     )
-    return batch_id
+    return opened
 
 
 async def run_dual_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
@@ -155,7 +154,7 @@ async def run_dual_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
     assistant = ChatMessage(role="assistant", content=streamed.content)
     session.history.append(assistant)
     visible = [assistant] if assistant.content.strip() else []
-    batch_id = await _begin(ctx, streamed, assistant=None, visible=visible)
+    batch = await _begin(ctx, streamed, assistant=None, visible=visible)
     seen = event_history(session.prefix.event_view, session.history.event_view)
 
     async def show_usage(usage: TokenUsage) -> None:  # an argument call is a model call too
@@ -178,7 +177,7 @@ async def run_dual_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
     )
     ctx.event_agent.ensure_running()
     await ctx.event_agent.requests.put(request)
-    done = await _collect_dual_replies(ctx, batch_id, request)
+    done = await _collect_dual_replies(ctx, batch, request)
     if done.outcome.failure is None:
         turn.resolving = ()  # the outcome reports them (``event_agent_response``)
     if done.outcome.failure is not None:
@@ -192,9 +191,9 @@ async def run_dual_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
 
 
 async def _collect_dual_replies(
-    ctx: RoundContext, batch_id: str, request: EventAgentRequest
+    ctx: RoundContext, batch: OpenBatch, request: EventAgentRequest
 ) -> EventBatchDone:
-    emitter = ReplyEmitter([event.id for event in request.events], ctx.output, ctx.turn.landing())
+    emitter = ReplyEmitter([event.id for event in request.events], ctx.output, batch)
     while True:
         item = await ctx.event_agent.replies.receive()
         match item:
@@ -203,9 +202,9 @@ async def _collect_dual_replies(
             case ToolReply(scope=scope) if scope == request.scope and emitter.expects(
                 item.message.tool_call_id
             ):
-                await _land_dual_reply(ctx, batch_id, emitter, item)
+                await _land_dual_reply(ctx, batch.batch_id, emitter, item)
             case DispatchNotice(scope=scope) if scope == request.scope:
-                await _journal_dispatch(ctx, batch_id, item)
+                await _journal_dispatch(ctx, batch, item)
             case ToolReply():
                 item.durable.set_result(None)  # nothing to keep: a reply no call expects
             case DispatchNotice():
@@ -214,14 +213,15 @@ async def _collect_dual_replies(
                 pass  # a stale marker from a cancelled turn
 
 
-async def _journal_dispatch(ctx: RoundContext, batch_id: str, notice: DispatchNotice) -> None:
+async def _journal_dispatch(ctx: RoundContext, batch: OpenBatch, notice: DispatchNotice) -> None:
     """Journal the call as dispatched; only then may its handler run."""
     event = notice.event
     try:
-        await ctx.session.recorder.mark_dispatched(batch_id, event.id, dict(event.arguments))
+        await ctx.session.recorder.mark_dispatched(batch.batch_id, event.id, dict(event.arguments))
     except Exception as exc:  # the event agent stops the batch and reports it back
         notice.durable.set_exception(exc)
         return
+    batch.dispatched[event.id] = event
     notice.durable.set_result(None)
 
 
@@ -237,7 +237,7 @@ async def _land_dual_reply(
         reply.durable.set_exception(exc)
         return
     reply.durable.set_result(None)
-    await emitter.land(event_id, reply.message)
+    await emitter.land(reply.result, reply.message)
 
 
 async def run_direct_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
@@ -245,17 +245,19 @@ async def run_direct_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
     session, turn = ctx.session, ctx.turn
     events = list(streamed.events)
     assistant = ChatMessage(role="assistant", content=streamed.content, tool_calls=events)
-    batch_id = await _begin(ctx, streamed, assistant=assistant, visible=[])
+    opened = await _begin(ctx, streamed, assistant=assistant, visible=[])
     session.note_call_ids(event.id for event in events)
-    emitter = ReplyEmitter([event.id for event in events], ctx.output, ctx.turn.landing())
+    emitter = ReplyEmitter([event.id for event in events], ctx.output, opened)
 
     async def on_dispatch(event: ToolCallEvent) -> None:
-        await session.recorder.mark_dispatched(batch_id, event.id, dict(event.arguments))
+        await session.recorder.mark_dispatched(opened.batch_id, event.id, dict(event.arguments))
+        opened.dispatched[event.id] = event
 
     async def on_result(result: EventResult) -> None:
         reply = result.tool_message()
-        await session.recorder.record_result(batch_id, result.event_id, _status(result), reply)
-        await emitter.land(result.event_id, reply)
+        status = _status(result)
+        await session.recorder.record_result(opened.batch_id, result.event_id, status, reply)
+        await emitter.land(result, reply)
 
     seen = event_history(session.prefix.event_view, session.history.event_view, assistant)
     context = ToolExecutionContext(
@@ -287,7 +289,36 @@ async def run_direct_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
     return BatchRun(result=result, transcript=transcript, persisted=transcript)
 
 
-def close_arguments(turn: TurnState, mode: ToolInvocationMode, *, cancelled: bool) -> None:
+def close_cut_off_batch(
+    turn: TurnState, mode: ToolInvocationMode, *, cancelled: bool
+) -> str | None:
+    """Close the record of the batch the turn ends in the middle of (if any) and return
+    its journal id, for the journal to abandon it.
+
+    Its calls that finished keep the results shown (for the closing audit) and get
+    their ``tool_execution`` metrics with the latency measured, as in a batch that
+    completes; each call whose handler was still running gets one as ``cancelled``,
+    with no latency (it never finished); calls not started get none. The argument
+    calls are closed as ``_close_arguments`` says."""
+    _close_arguments(turn, mode, cancelled=cancelled)
+    batch, turn.open_batch = turn.open_batch, None
+    if batch is None:
+        return None
+    turn.unfinished = batch
+    source = EventSource.TEXT_EVENT if mode == "dual_agent" else EventSource.PROVIDER_TOOL_CALL
+    stopped = [
+        EventResult(event.id, event.name, EventStatus.CANCELLED, source)
+        for event in batch.dispatched.values()
+        if event.id not in batch.results
+    ]
+    results = EventBatchResult((*batch.results.values(), *stopped))
+    turn.metrics += tuple(
+        tool_metrics(results, turn_index=turn.index, round_index=turn.round_index, mode=mode)
+    )
+    return batch.batch_id
+
+
+def _close_arguments(turn: TurnState, mode: ToolInvocationMode, *, cancelled: bool) -> None:
     """The argument calls of a ``dual_agent`` batch the turn ends in the middle of are
     still calls made: each gets its metric (as it ended; one still open ``cancelled``
     when the turn was, else ``failed``) and, with the resolutions made so far, goes to

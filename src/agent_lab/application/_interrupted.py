@@ -14,7 +14,8 @@ as the live turn would have: a batch the journal has as committed had its
 ``event_batch_results`` audit (one entry per logical result, with the status and the
 measured ``tool_latency_ms``) written in the commit's transaction, so each of its
 logical results gets its ``tool_execution`` metric from that audit. A batch cut off by
-the interruption gets none, as a batch cut off by a cancelled turn gets none: no result
+the interruption gets none (a batch cut off by a cancelled turn gets the metrics its
+live runtime measured; this runtime measured nothing): no result
 audit was written, and the journal, which knows each call's outcome, does not know how
 long its handler ran (the time between its dispatched and landed records also holds
 the dispatch write and whatever the loop did before the outcome was written). Its calls

@@ -19,8 +19,10 @@ from agent_lab.application._recovery import NO_RECOVERY, Recovery
 from agent_lab.application._restore import RowRepair
 from agent_lab.application._transcript import History, RequestPrefix, request_prefix
 from agent_lab.application.contracts import DebugRunRequest, ToolInvocationMode
+from agent_lab.application.events import EventResult
 from agent_lab.application.session_store import CallMetric
 from agent_lab.domain.errors import AgentLabError, PersistenceFailed
+from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage
 
 TurnStatus = Literal["completed", "terminated", "failed", "cancelled"]
@@ -72,6 +74,24 @@ class SessionState:
 
 
 @dataclass(slots=True)
+class OpenBatch:
+    """A batch begun and not yet committed: its journal id and how far its calls got,
+    kept for the turn's record should the turn end in the middle of it."""
+
+    batch_id: str
+    dispatched: dict[str, ToolCallEvent] = field(default_factory=dict)
+    """The calls whose handlers were started, by call id (journaled as dispatched)."""
+    landed: dict[str, ChatMessage] = field(default_factory=dict)
+    """The results made durable (and shown) so far, by call id."""
+    results: dict[str, EventResult] = field(default_factory=dict)
+    """The same calls' outcomes, with the status and latency their metrics take."""
+
+    def land(self, result: EventResult, message: ChatMessage) -> None:
+        self.landed[result.event_id] = message
+        self.results[result.event_id] = result
+
+
+@dataclass(slots=True)
 class TurnState:
     index: int
     origin: float
@@ -79,12 +99,11 @@ class TurnState:
     round_index: int = 0
     metrics: tuple[CallMetric, ...] = ()
     """The turn's calls so far (a tuple: no list is made for a turn still streaming)."""
-    open_batch: str | None = None
-    """Journal id of a batch begun but not yet committed."""
-    landed: dict[str, ChatMessage] | None = None
-    """The open batch's results made durable so far, by call id (``landing()``)."""
-    unfinished: Sequence[ChatMessage] = ()
-    """Results of the batch the turn abandoned that were made durable before it ended."""
+    open_batch: OpenBatch | None = None
+    """The batch begun but not yet committed."""
+    unfinished: OpenBatch | None = None
+    """The batch the turn ended in the middle of: its results made durable before it
+    ended, with their figures, go to the turn's closing audit."""
     streaming_text: list[str] = field(default_factory=list)
     """The deltas shown of the round streaming now, until its response is audited."""
     unfinished_call: dict[str, Any] | None = None
@@ -106,13 +125,6 @@ class TurnState:
 
     def note_resolving(self, progress: Resolving) -> None:
         self.resolving = (*self.resolving, progress)
-
-    def landing(self) -> dict[str, ChatMessage]:
-        """Where a batch keeps its durable results: made by the turn's first batch
-        (most turns only stream an answer)."""
-        if self.landed is None:
-            self.landed = {}
-        return self.landed
 
 
 @dataclass(frozen=True)

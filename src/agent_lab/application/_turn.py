@@ -20,7 +20,12 @@ from typing import Any, Protocol, assert_never
 
 from agent_lab.application import _audit_details, _outputs, _policies
 from agent_lab.application._audit import Auditor
-from agent_lab.application._batches import BatchRun, EventServices, RoundContext, close_arguments
+from agent_lab.application._batches import (
+    BatchRun,
+    EventServices,
+    RoundContext,
+    close_cut_off_batch,
+)
 from agent_lab.application._chat_round import ChatRound, close_unfinished, stream_round
 from agent_lab.application._metrics import (
     RawChunks,
@@ -180,10 +185,7 @@ class TurnEngine:
         session.unacknowledged = ()
 
     async def _abandon_open_batch(self, turn: TurnState, *, cancelled: bool = False) -> None:
-        close_arguments(turn, self.mode.name, cancelled=cancelled)
-        batch_id, turn.open_batch = turn.open_batch, None
-        landed = turn.landed.values() if turn.landed is not None else ()
-        turn.unfinished = list(landed)  # for the turn's closing audit
+        batch_id = close_cut_off_batch(turn, self.mode.name, cancelled=cancelled)
         if batch_id is not None:
             recorder = self.session.recorder
             await recorder.abandon_batch(batch_id)
@@ -334,10 +336,9 @@ class TurnEngine:
         follow_ups = await self._take_user_input() if self.session.one_shot else []
         if turn.open_batch is not None:
             await self.session.recorder.commit_batch(
-                turn.open_batch, [*batch.persisted, *closing, *follow_ups]
+                turn.open_batch.batch_id, [*batch.persisted, *closing, *follow_ups]
             )
         turn.open_batch = None
-        turn.landed = None
         self.session.history.extend([*batch.transcript, *closing, *follow_ups])
         for text in spoken:
             await self.deps.queues.output.put(_outputs.message_delta(text))

@@ -58,7 +58,9 @@ class EventResult:
     event_name: str
     status: EventStatus
     source: EventSource
-    tool_latency_ms: int = 0
+    tool_latency_ms: int | None = None
+    """How long the handler ran; ``None`` when it never ran (the call was not run, or
+    the batch stopped before it)."""
     deduplicated_from: str | None = None
     """Set on a coalesced duplicate: the id of the call that really ran."""
     policy: ResultPolicy = ResultPolicy.FOLLOW_UP
@@ -219,7 +221,7 @@ class EventBatchExecutor:
             event_name=event.name,
             status=EventStatus.SUCCESS if outcome.ok else EventStatus.FAILED,
             source=batch.source,
-            tool_latency_ms=max(0, round((finished - started) * 1000)),
+            tool_latency_ms=max(0, round((finished - started) * 1000)) if outcome.ran else None,
             policy=definition.result_policy if definition else ResultPolicy.FOLLOW_UP,
             payload=outcome.payload,
             confirmation=outcome.confirmation,

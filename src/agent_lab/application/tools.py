@@ -138,6 +138,9 @@ class ToolOutcome:
     payload: ToolPayload
     ok: bool
     confirmation: str | None = None
+    ran: bool = True
+    """False when the registry answered without calling the handler (unknown or
+    disabled tool, arguments that do not fit)."""
 
 
 class ToolRegistry:
@@ -263,12 +266,12 @@ class ToolRegistry:
         """Like ``execute_async`` but also says whether the call succeeded."""
         tool = self._tools.get(event.name)
         if tool is None:
-            return _failure(event.name, "unknown tool")
+            return _refusal(event.name, "unknown tool")
         if enabled_names is not None and event.name not in enabled_names:
-            return _failure(event.name, "tool disabled")
+            return _refusal(event.name, "tool disabled")
         problem = unreadable_arguments(event) or self.validation_error(event.name, event.arguments)
         if problem is not None:
-            return _failure(event.name, f"invalid arguments: {problem}")
+            return _refusal(event.name, f"invalid arguments: {problem}")
         try:
             result = await run_handler(
                 tool.name,
@@ -277,7 +280,9 @@ class ToolRegistry:
                 context or ToolExecutionContext(),
                 tool.timeout_seconds,
             )
-        except (ToolTimedOut, ToolOverloaded) as exc:
+        except ToolOverloaded as exc:  # refused: the handler was not called
+            return _refusal(event.name, f"tool handler failed: {exc}")
+        except ToolTimedOut as exc:
             return _failure(event.name, f"tool handler failed: {exc}")
         except asyncio.CancelledError:
             raise
@@ -330,6 +335,11 @@ _EVENT_INSTRUCTIONS = (
 
 def _failure(name: str, error: str) -> ToolOutcome:
     return ToolOutcome(payload={"tool": name, "error": error}, ok=False)
+
+
+def _refusal(name: str, error: str) -> ToolOutcome:
+    """A failure the registry answers itself: the handler was never called."""
+    return ToolOutcome(payload={"tool": name, "error": error}, ok=False, ran=False)
 
 
 async def _call(function: Callable[..., Any], *args: Any) -> Any:

@@ -324,6 +324,7 @@ class TurnRecordBuilder:
             )
             if tool is not None:
                 _apply_result(tool, entry)
+                tool.latency_ms = entry.get("tool_latency_ms")
                 if tool.status != "succeeded":
                     self._tool_failure(seq, tool)
         close_turn(record, d["status"], d.get("failure_reason"), d.get("failure_message"), seq=seq)

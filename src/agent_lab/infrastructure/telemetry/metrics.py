@@ -41,7 +41,7 @@ class TelemetryMetrics:
             operation = attrs.get(sc.OPERATION_NAME)
             if operation == sc.OP_CHAT:
                 self._record_call(span)
-            elif operation == sc.OP_EXECUTE_TOOL:
+            elif operation == sc.OP_EXECUTE_TOOL and sc.TOOL_LATENCY_MS in attrs:  # it ran
                 keys = (sc.TOOL_NAME, sc.MODE, sc.TOOL_STATUS)
                 labels = {key: attrs[key] for key in keys if key in attrs}
                 self.tool.record(_ms(attrs.get(sc.TOOL_LATENCY_MS)), labels)

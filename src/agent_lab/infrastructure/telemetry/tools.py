@@ -137,7 +137,8 @@ def _tool_spans(
             attributes[sc.TOOL_CALL_ARGUMENTS] = arguments[event_id]
         if event_id in outputs:
             attributes[sc.TOOL_CALL_RESULT] = outputs[event_id]
-        latency, status = attributes[sc.TOOL_LATENCY_MS], attributes[sc.TOOL_STATUS]
+        latency = int(attributes.get(sc.TOOL_LATENCY_MS, 0))  # a call not run: no length
+        status = attributes[sc.TOOL_STATUS]
         start_ms = max(min(tools_start_ms, batch_end_ms - latency), 0)
         failed = status not in ("", "success")
         spans.append(
@@ -167,11 +168,12 @@ def _tool_attributes(
         sc.MODE: record.mode,
         sc.TOOL_STATUS: str(result.get("status") or metric.get("status") or ""),
         sc.TOOL_SOURCE: str(result.get("source") or ""),
-        sc.TOOL_LATENCY_MS: int(
-            metric.get("tool_latency_ms") or result.get("tool_latency_ms") or 0
-        ),
         sc.RESULT_POLICY: str(result.get("policy") or ""),
     }
+    latency = metric.get("tool_latency_ms")
+    latency = result.get("tool_latency_ms") if latency is None else latency
+    if latency is not None:  # none: the handler never ran
+        attributes[sc.TOOL_LATENCY_MS] = int(latency)
     if metric.get("metric_key"):
         attributes[sc.METRIC_KEY] = str(metric["metric_key"])
     return attributes

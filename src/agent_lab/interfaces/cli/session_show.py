@@ -256,7 +256,8 @@ def _print_tool(
     if result is not None:
         console.print(Text(f"    result: {short(_text(result))}", style="magenta"))
     if tool and tool.get("policy"):
-        ran = "not run" if _generation_failed(event) else f"{tool.get('latency_ms')} ms"
+        latency = tool.get("latency_ms")
+        ran = "not run" if latency is None or _generation_failed(event) else f"{latency} ms"
         console.print(Text(f"    policy {tool['policy']} · {ran}", style="dim"))
 
 
