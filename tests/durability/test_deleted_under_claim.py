@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent_lab.application import _persistence
+from agent_lab.application import _claim_lease
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolDefinition, ToolRegistry
@@ -113,7 +113,7 @@ async def test_an_idle_session_learns_of_its_deletion_from_the_lease_renewal(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.WARNING)
-    monkeypatch.setattr(_persistence, "LEASE_SECONDS", 0.3)  # renewed every 0.1 s
+    monkeypatch.setattr(_claim_lease, "LEASE_SECONDS", 0.3)  # renewed every 0.1 s
     path = tmp_path / "lab.sqlite3"
     store = SQLiteSessionStore(path)
     runtime = DebugRuntime(ScriptedChatClient([text("one")]), session_store=store)

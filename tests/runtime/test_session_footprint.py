@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent_lab.application import _persistence
+from agent_lab.application import _claim_lease
 from agent_lab.application._transcript import request_prefix
 from agent_lab.application.compact_queue import CompactQueue
 from agent_lab.application.contracts import AgentParams, DebugRunRequest, EventAgentParams
@@ -250,7 +250,7 @@ class _CountingStore(InMemorySessionStore):
 async def test_an_idle_session_keeps_renewing_its_claim_until_it_closes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_persistence, "LEASE_SECONDS", 0.06)  # a renewal every 20 ms
+    monkeypatch.setattr(_claim_lease, "LEASE_SECONDS", 0.06)  # a renewal every 20 ms
     store = _CountingStore()
     runtime = DebugRuntime(ScriptedChatClient([]), registry=ToolRegistry(), session_store=store)
     queues = runtime.start_session(_request().model_copy(update={"session_id": "s1"}))

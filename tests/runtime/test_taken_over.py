@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent_lab.application import _persistence
+from agent_lab.application import _claim_lease
 from agent_lab.application.contracts import AgentParams, DebugRunRequest
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
@@ -42,7 +42,7 @@ class _StalledRenewals(SQLiteSessionStore):
 
 @pytest.fixture
 def short_lease(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_persistence, "LEASE_SECONDS", LEASE)
+    monkeypatch.setattr(_claim_lease, "LEASE_SECONDS", LEASE)
 
 
 @pytest.fixture

@@ -27,7 +27,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
-from agent_lab.application._opening import LEASE_SECONDS, claim_waiting, open_stored
+from agent_lab.application._claim_lease import ClaimLease
+from agent_lab.application._opening import claim_waiting, open_stored
 from agent_lab.application._recording import FinishedTurn, RefusedStart
 from agent_lab.application._recovery import KeptNote, Recovery, recovery_from_batches
 from agent_lab.application._restore import StoredSession, request_snapshot
@@ -35,7 +36,6 @@ from agent_lab.application._store_access import (
     NOW_CHARS,
     NOW_RAW_BYTES,
     chars_of,
-    deleted_under_claim,
     grouping,
     raw_bytes,
     write_failure,
@@ -51,8 +51,6 @@ from agent_lab.application.session_store import (
 )
 from agent_lab.domain.errors import (
     PersistenceFailed,
-    SessionBusy,
-    SessionNotFound,
     StoreError,
 )
 from agent_lab.domain.messages import ChatMessage
@@ -82,14 +80,8 @@ class SessionRecorder:
         self._raw_bytes = 0
         """Bytes of provider chunks in the buffered audits (``raw_bytes``)."""
         self._audits: BufferedAudits = []
-        self._claim_token: str | None = None
+        self._lease = ClaimLease(store, session_id)
         self._claim_wait = claim_wait_seconds
-        self._renewal: asyncio.TimerHandle | None = None
-        self._heartbeat: asyncio.Task[None] | None = None
-        """A lease renewal being written, if any."""
-        self._lost_to: PersistenceFailed | None = None
-        self._serving: asyncio.Task[Any] | None = None
-        """The task to cancel when the claim is lost (``stop_on_loss``)."""
         self._started: set[int] = set()
         """Turns on record and not closed yet."""
         self._unclosed: tuple[FinishedTurn | RefusedStart, ...] = ()
@@ -184,7 +176,7 @@ class SessionRecorder:
             if self._now is not None and grouped and small:
                 with contextlib.suppress(NotNow):
                     work = partial(self._grouped, audits, partial(open_session, now=True))
-                    stored, self._claim_token = self._now.write_now(work)
+                    stored, self._lease.token = self._now.write_now(work)
                     return stored
             if not grouped:
                 opened = await claim_waiting(
@@ -192,58 +184,23 @@ class SessionRecorder:
                     self._claim_wait,
                     kept=self._keep_claim,
                 )
-                stored, self._claim_token = opened
+                stored, self._lease.token = opened
                 return stored
-            stored, self._claim_token = await asyncio.to_thread(self._write, audits, open_waiting)
+            stored, self._lease.token = await asyncio.to_thread(self._write, audits, open_waiting)
         finally:
-            if self._claim_token is not None:
-                self._schedule_renewal()
+            self._lease.keep_renewing()
         return stored
 
     def _keep_claim(self, opened: tuple[StoredSession, str]) -> None:
-        self._claim_token = opened[1]  # won by a try that ended after a cancellation
-
-    def _schedule_renewal(self) -> None:
-        """Renew the lease every third of it: a timer, not a task per session; a task
-        exists only while a renewal is being written."""
-        loop = asyncio.get_running_loop()
-        self._renewal = loop.call_later(LEASE_SECONDS / 3, self._start_renewal)
-
-    def _start_renewal(self) -> None:
-        self._renewal = None
-        self._heartbeat = asyncio.create_task(self._renew())
-
-    async def _renew(self) -> None:
-        token = self._claim_token
-        if token is None:
-            return
-        try:
-            await asyncio.to_thread(
-                self.store.renew_claim, self.session_id, token, lease_seconds=LEASE_SECONDS
-            )
-        except (SessionBusy, SessionNotFound) as exc:
-            # Taken over (this runtime stalled past its lease), or deleted under the
-            # claim: either way the claim is no longer this runtime's to release.
-            self._claim_token = None
-            self._lost_to = (
-                PersistenceFailed("taken_over", exc.holder)
-                if isinstance(exc, SessionBusy)
-                else deleted_under_claim(self.session_id)
-            )
-            if self._serving is not None:
-                self._serving.cancel()
-        except StoreError:
-            pass  # a busy or failing store: the next renewal tries again
-        if self._claim_token is not None:
-            self._schedule_renewal()
+        self._lease.token = opened[1]  # won by a try that ended after a cancellation
 
     def stop_on_loss(self, task: asyncio.Task[Any] | None) -> None:
         """Cancel ``task`` once the claim is lost (no task waits for the loss)."""
-        self._serving = task
+        self._lease.stop_on_loss(task)
 
     @property
     def lost_to(self) -> PersistenceFailed | None:
-        return self._lost_to
+        return self._lease.lost_to
 
     async def start_turn(self, index: int, user: ChatMessage, kept: KeptNote | None = None) -> None:
         """The turn, its user message and a ``kept`` recovery note (its batches marked
@@ -375,14 +332,11 @@ class SessionRecorder:
         if self._unclosed:
             with contextlib.suppress(StoreError):
                 await finish_even_if_cancelled(self._close_unclosed())
-        if self._renewal is not None:
-            self._renewal.cancel()
-            self._renewal = None
-        token = self._claim_token
-        if self._heartbeat is not None or token is None:
+        if self._lease.stop_timer() or self._lease.token is None:
             await finish_even_if_cancelled(self._close_after_renewal())
             return
-        self._claim_token = None
+        token = self._lease.take()
+        assert token is not None
         small = self._small(0)
         audits = self._take_audits()
         if self._now is not None and small:
@@ -394,12 +348,7 @@ class SessionRecorder:
 
     async def _close_after_renewal(self) -> None:
         """``close`` while a lease renewal is being written, or without a claim."""
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
-            self._heartbeat = None
-        token, self._claim_token = self._claim_token, None
+        token = await self._lease.stop()
         if token is None:
             await self.flush()
             return

@@ -15,7 +15,8 @@ Three rules keep failures honest:
 
 * **One wait for a held lock.** After a write gave up on a held lock, the next write
   within the same ``busy_timeout`` does not wait again: it fails at once as ``locked``
-  when the lock is still held, so a failing turn surfaces after one wait, not two.
+  when the lock is still held, so a failing turn surfaces after one wait, not two
+  (``locking``).
 * **A replaced file is noticed.** The store remembers the device and inode of its file;
   a write to a file that was deleted or replaced underneath fails as ``file_replaced``
   instead of committing into a file nobody will ever open again. The first such write
@@ -35,7 +36,6 @@ import logging
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -50,6 +50,7 @@ from agent_lab.infrastructure.sqlite.errors import (
     taken_over,
 )
 from agent_lab.infrastructure.sqlite.group import Group
+from agent_lab.infrastructure.sqlite.locking import LockWaits
 from agent_lab.infrastructure.sqlite.opening import (
     MEMORY,
     Options,
@@ -84,7 +85,8 @@ class StoreCore:
         """Claim tokens this store holds, by session: its writes there are fenced."""
         self._known_blobs: dict[str, BlobCache] = {}
         """Audit values known to be stored, by session (see ``blobs``)."""
-        self._lock_failed_at: float | None = None
+        self._waits = LockWaits(options.busy_timeout_ms)
+        """The one wait for a held lock (``locking``)."""
         self._group: Group | None = None
         """The ``atomic_writes()`` block in progress, if any."""
         self._conn: sqlite3.Connection | None = open_connection(self._path, options)
@@ -97,8 +99,6 @@ class StoreCore:
         """The connection does not checkpoint by itself: the waiting paths do."""
         self._unchecked_commits = 0
         """Commits since this store's last checkpoint (``_own_checkpoints`` only)."""
-        self._patient = True
-        """The connection's busy timeout is ``busy_timeout_ms`` (``write_now`` sets 0)."""
         self._now = False
         """A ``write_now`` is in progress: failures are only mapped (see ``_mapped``)."""
 
@@ -230,7 +230,7 @@ class StoreCore:
             raise UsageError("atomic_writes() blocks do not nest")
         with self._lock, self._mapped():
             conn = self._connection()
-            self._begin_immediate(conn)
+            self._waits.begin_immediate(conn)
             group = self._group = Group(threading.get_ident())
             try:
                 yield
@@ -273,7 +273,7 @@ class StoreCore:
         """One write in a transaction of its own."""
         with self._lock, self._mapped():
             conn = self._connection()
-            self._begin_immediate(conn)
+            self._waits.begin_immediate(conn)
             try:
                 yield conn
                 self._commit(conn)
@@ -290,7 +290,7 @@ class StoreCore:
             return
         with self._lock, self._mapped():
             conn = self._connection()
-            self._be_patient(conn)
+            self._waits.patient(conn)
             conn.execute("BEGIN")
             try:
                 yield conn
@@ -314,34 +314,6 @@ class StoreCore:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             self._unchecked_commits = 0
-
-    def _be_patient(self, conn: sqlite3.Connection) -> None:
-        """Wait up to ``busy_timeout_ms`` for a lock again (after a ``write_now``)."""
-        if not self._patient:
-            conn.execute(f"PRAGMA busy_timeout = {int(self._options.busy_timeout_ms)}")
-            self._patient = True
-
-    def _begin_immediate(self, conn: sqlite3.Connection) -> None:
-        self._be_patient(conn)
-        budget = self._options.busy_timeout_ms
-        failed_at = self._lock_failed_at
-        recently = failed_at is not None and time.monotonic() - failed_at < budget / 1000
-        if not recently:
-            conn.execute("BEGIN IMMEDIATE")
-            self._lock_failed_at = None
-            return
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise PersistenceFailed(
-                "locked",
-                f"another writer still holds the lock; this store waited {budget} ms for it "
-                "a moment ago and does not wait again",
-            ) from exc
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(budget)}")
-        self._lock_failed_at = None
 
     def _check_identity(self) -> None:
         """Refuse to commit into a file that is no longer the one at the path."""
@@ -378,8 +350,8 @@ class StoreCore:
         if exc.reason == "file_replaced" and self._replaced is None and self._conn is not None:
             self._replaced = rescue(self._conn, self._path)  # outside the rolled-back write
             raise self._replaced.failure() from exc
-        if exc.reason == "locked" and self._lock_failed_at is None:
-            self._lock_failed_at = time.monotonic()
+        if exc.reason == "locked":
+            self._waits.gave_up()
         if exc.reason == "corrupt" and not self._memory and self._file_is_sound():
             self._reconnect()
             raise PersistenceFailed(
@@ -398,7 +370,7 @@ class StoreCore:
         if old is not None:
             old.close()
         self._conn = open_connection(self._path, self._options, check_pages=False)
-        self._patient = True
+        self._waits.reconnected()
 
 
 class _GroupedWrite:

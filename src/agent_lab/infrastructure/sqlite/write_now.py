@@ -83,9 +83,7 @@ class WriteNowRole(StoreCore):
 
     def _run_now(self, conn: sqlite3.Connection, group: Group, work: Callable[[], T]) -> T:
         try:
-            if self._patient:
-                conn.execute("PRAGMA busy_timeout = 0")
-                self._patient = False
+            self._waits.impatient(conn)
             conn.execute("BEGIN IMMEDIATE")
             result = work()
             if group.failed:  # a write failed and its error was caught: nothing is kept
