@@ -10,8 +10,8 @@ import pytest
 import typer
 
 from agent_lab.interfaces.cli.chat import chat
-from agent_lab.interfaces.cli.common import LabOptions
 from agent_lab.interfaces.cli.flags import FLAGS, STORE_FLAGS, TURN_FLAGS, lab_flags
+from agent_lab.interfaces.cli.lab_options import LabOptions
 from agent_lab.interfaces.cli.options import ModeChoice, ToolOption
 from tests.cli.cli_helpers import Invoke
 

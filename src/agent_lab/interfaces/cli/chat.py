@@ -20,7 +20,6 @@ from agent_lab.interfaces.cli.common import (
     EXIT_RUN_FAILED,
     EXIT_USAGE,
     FILE_REPLACED,
-    LabOptions,
     check_store_file,
     isatty,
     notice,
@@ -32,6 +31,7 @@ from agent_lab.interfaces.cli.common import (
 )
 from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, TURN_FLAGS, lab_flags
+from agent_lab.interfaces.cli.lab_options import LabOptions
 from agent_lab.interfaces.cli.options import AuditLinesOption
 from agent_lab.interfaces.cli.render import ConversationRenderer
 from agent_lab.interfaces.cli.run import print_turn_cost, resolve_session

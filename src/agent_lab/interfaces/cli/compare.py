@@ -18,8 +18,6 @@ from agent_lab.application.runtime import DebugRuntime
 from agent_lab.domain.errors import ConfigError
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
-    LabOptions,
-    fast_from_env,
     print_error,
     run_failure,
     scratch_registry,
@@ -35,6 +33,7 @@ from agent_lab.interfaces.cli.compare_stats import (
     percentile,
 )
 from agent_lab.interfaces.cli.driver import SessionDriver, TurnEnd, TurnHooks, drive_turns
+from agent_lab.interfaces.cli.lab_options import LabOptions, fast_from_env
 from agent_lab.interfaces.settings import LabSettings
 from agent_lab.scenarios import Scenario, load_scenario
 

@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agent_lab.interfaces.cli.common import (
-    LabOptions,
     notice,
     open_lab,
     run_async,
@@ -37,6 +36,7 @@ from agent_lab.interfaces.cli.compare_report import (
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
 from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
+from agent_lab.interfaces.cli.lab_options import LabOptions
 from agent_lab.interfaces.cli.render import metric_table
 from agent_lab.scenarios import Scenario, bundled_scenarios
 

@@ -11,8 +11,12 @@ from pydantic import SecretStr
 from rich.table import Table
 
 from agent_lab.infrastructure.openai_compat.secret_mask import redact_url
-from agent_lab.interfaces.cli.common import LabOptions, guard, stdout_console
+from agent_lab.interfaces.cli.common import (
+    guard,
+    stdout_console,
+)
 from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
+from agent_lab.interfaces.cli.lab_options import LabOptions
 from agent_lab.interfaces.settings import (
     PROJECT_CONFIG_NAME,
     USER_CONFIG_NAME,

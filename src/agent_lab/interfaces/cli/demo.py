@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.table import Table
 
 from agent_lab.interfaces.cli.common import (
-    LabOptions,
     notice,
     open_lab,
     run_async,
@@ -25,6 +24,7 @@ from agent_lab.interfaces.cli.compare import (
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, lab_flags
+from agent_lab.interfaces.cli.lab_options import LabOptions
 from agent_lab.interfaces.cli.render import ConversationRenderer, metric_table, tokens_text
 
 DEMO_HELP = """Run the bundled demo conversation in both tool modes, offline, and compare them.

@@ -16,7 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent_lab.interfaces.cli.common import LabOptions, mode_value
+from agent_lab.interfaces.cli.common import (
+    mode_value,
+)
+from agent_lab.interfaces.cli.lab_options import LabOptions
 from agent_lab.interfaces.cli.options import (
     ApiKeyOption,
     BaseUrlOption,

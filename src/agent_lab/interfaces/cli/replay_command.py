@@ -10,12 +10,12 @@ from rich.console import Console
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
     EXIT_RUN_FAILED,
-    LabOptions,
     run_async,
     stdout_console,
 )
 from agent_lab.interfaces.cli.driver import TurnEnd, TurnHooks
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, lab_flags
+from agent_lab.interfaces.cli.lab_options import LabOptions
 from agent_lab.interfaces.cli.options import repeatable
 from agent_lab.interfaces.cli.render import ConversationRenderer
 from agent_lab.interfaces.cli.session_ids import find_session

@@ -16,7 +16,6 @@ from agent_lab.domain.errors import SessionNotFound
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
     FILE_REPLACED,
-    LabOptions,
     as_mode,
     check_store_file,
     fail,
@@ -29,6 +28,7 @@ from agent_lab.interfaces.cli.common import (
     stdout_console,
 )
 from agent_lab.interfaces.cli.flags import STORE_FLAGS, TURN_FLAGS, lab_flags
+from agent_lab.interfaces.cli.lab_options import LabOptions
 from agent_lab.interfaces.cli.options import AuditOption, JsonOption
 from agent_lab.interfaces.cli.render import ConversationRenderer, JsonLinesWriter
 from agent_lab.interfaces.cli.session_mode import continued_mode

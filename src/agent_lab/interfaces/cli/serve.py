@@ -16,7 +16,6 @@ import typer
 
 from agent_lab.interfaces.cli.common import (
     EXIT_OK,
-    LabOptions,
     fail,
     guard,
     open_lab,
@@ -24,6 +23,7 @@ from agent_lab.interfaces.cli.common import (
     store_file_gone,
 )
 from agent_lab.interfaces.cli.flags import ENDPOINT_FLAGS, STORE_FLAGS, lab_flags
+from agent_lab.interfaces.cli.lab_options import LabOptions
 from agent_lab.interfaces.cli.options import HostOption, PortOption, repeatable
 from agent_lab.interfaces.settings import SIMULATED_MODEL
 

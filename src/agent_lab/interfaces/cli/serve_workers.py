@@ -22,7 +22,13 @@ import typer
 
 from agent_lab.domain.errors import ConfigError
 from agent_lab.infrastructure.store_factory import is_postgres_url
-from agent_lab.interfaces.cli.common import EXIT_OK, LabOptions, guard, open_lab, run_async
+from agent_lab.interfaces.cli.common import (
+    EXIT_OK,
+    guard,
+    open_lab,
+    run_async,
+)
+from agent_lab.interfaces.cli.lab_options import LabOptions
 
 IDLE_SECONDS: Final = 5.0
 """How long a worker keeps a session no client watches (one process: 300 s)."""

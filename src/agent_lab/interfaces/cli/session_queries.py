@@ -21,7 +21,10 @@ import typer
 from agent_lab.application.session_store import ClaimListing, SessionStore
 from agent_lab.domain.errors import PersistenceFailed, UsageError
 from agent_lab.infrastructure import store_factory
-from agent_lab.interfaces.cli.common import LabOptions, guard
+from agent_lab.interfaces.cli.common import (
+    guard,
+)
+from agent_lab.interfaces.cli.lab_options import LabOptions
 from agent_lab.interfaces.settings import LabSettings
 
 STATUSES = ("completed", "terminated", "failed", "cancelled", "running", "empty")
