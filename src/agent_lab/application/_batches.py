@@ -289,6 +289,26 @@ async def run_direct_batch(ctx: RoundContext, streamed: ChatRound) -> BatchRun:
     return BatchRun(result=result, transcript=transcript, persisted=transcript)
 
 
+def note_batch_metrics(turn: TurnState, batch: BatchRun, mode: ToolInvocationMode) -> None:
+    """The metrics of a batch that ran to its end: one per logical result and one per
+    argument call of the event agent."""
+    index, round_index = turn.index, turn.round_index
+    tools = tool_metrics(batch.result, turn_index=index, round_index=round_index, mode=mode)
+    arguments = [
+        argument_metric(
+            call.call,
+            fallback=call.fallback,
+            event_id=call.event_id,
+            event_name=call.event_name,
+            turn_index=index,
+            round_index=round_index,
+            mode=mode,
+        )
+        for call in batch.argument_calls
+    ]
+    turn.metrics += (*tools, *arguments)
+
+
 def close_cut_off_batch(
     turn: TurnState, mode: ToolInvocationMode, *, cancelled: bool
 ) -> str | None:

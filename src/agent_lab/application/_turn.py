@@ -25,14 +25,13 @@ from agent_lab.application._batches import (
     EventServices,
     RoundContext,
     close_cut_off_batch,
+    note_batch_metrics,
 )
 from agent_lab.application._chat_round import ChatRound, close_unfinished, stream_round
 from agent_lab.application._metrics import (
     RawChunks,
-    argument_metric,
     chat_metric,
     chat_metric_key,
-    tool_metrics,
 )
 from agent_lab.application._modes import ToolMode, mode_for
 from agent_lab.application._policies import Finish, NextStep, PolicyDecision, RunAgain, Terminate
@@ -343,7 +342,7 @@ class TurnEngine:
         for text in spoken:
             await self.deps.queues.output.put(_outputs.message_delta(text))
         ctx.executor.release_scope(ctx.scope)
-        self._note_batch_metrics(turn, batch)
+        note_batch_metrics(turn, batch, self.mode.name)
         return bool(follow_ups)
 
     async def _take_user_input(self) -> list[ChatMessage]:
@@ -355,23 +354,6 @@ class TurnEngine:
             if message is not None:
                 taken.append(message)
         return taken
-
-    def _note_batch_metrics(self, turn: TurnState, batch: BatchRun) -> None:
-        index, round_index, mode = turn.index, turn.round_index, self.mode.name
-        tools = tool_metrics(batch.result, turn_index=index, round_index=round_index, mode=mode)
-        arguments = [
-            argument_metric(
-                call.call,
-                fallback=call.fallback,
-                event_id=call.event_id,
-                event_name=call.event_name,
-                turn_index=index,
-                round_index=round_index,
-                mode=mode,
-            )
-            for call in batch.argument_calls
-        ]
-        turn.metrics += (*tools, *arguments)
 
     async def _stats(self, turn: TurnState, streamed: ChatRound) -> None:
         elapsed = _outputs.elapsed_ms(streamed.started, self.clock())
