@@ -32,7 +32,7 @@ from agent_lab.domain.errors import ConfigError, DeadlineKind, ProviderDeadlineE
 from agent_lab.domain.messages import ChatMessage, StreamItem
 from agent_lab.infrastructure.openai_compat.chat_stream import ChatStream, report_at_end
 from agent_lab.infrastructure.openai_compat.chunk_parser import ChunkStream
-from agent_lab.infrastructure.openai_compat.client_options import endpoint_of
+from agent_lab.infrastructure.openai_compat.client_options import endpoint_of, endpoint_url
 from agent_lab.infrastructure.openai_compat.log_redaction import install_url_redaction
 from agent_lab.infrastructure.openai_compat.provider_errors import map_provider_errors
 from agent_lab.infrastructure.openai_compat.reasoning_memory import ReasoningMemory
@@ -124,7 +124,7 @@ class OpenAICompatibleChatClient:
             raise ConfigError("timeout and total_timeout must be positive seconds")
         self._base_url = base_url
         self._display_url = redact_url(base_url)
-        self._endpoint = redact_url(_endpoint_url(base_url, "chat/completions"))
+        self._endpoint = redact_url(endpoint_url(base_url, "chat/completions"))
         self._idle = float(timeout)
         self._total = math.inf if total_timeout is None else float(total_timeout)
         self._mask = SecretMask(endpoint.secrets)
@@ -285,20 +285,7 @@ class OpenAICompatibleChatClient:
             report_at_end(out, stream, loop, sent),
         ):
             async with AsyncExitStack() as stack:
-                deadline = min(started + idle, total_deadline)
-                retried = RetriedAnswers(deadline)
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        with retry_deadline(retried):  # no retry wait past it
-                            opening = self._open(request, params.model)
-                            response = await stack.enter_async_context(opening)
-                        chunks = await event_stream_chunks(response, self._mask)
-                except TimeoutError:
-                    if retried.error is not None:  # the error answer the retries outlasted
-                        raise retried.error from None
-                    raise self._expired(deadline, total_deadline, loop.time() - started) from None
-                timing.connect_ms = _ms(loop.time() - sent)
-                timing.attempts = 1 + response.retries_taken
+                chunks = await self._connect(stack, request, params.model, started, sent, timing)
                 last_content, progress = started, 0
                 while True:
                     deadline = min(last_content + idle, total_deadline)
@@ -327,6 +314,33 @@ class OpenAICompatibleChatClient:
         for item in stream.finish():
             self._reasoning.keep(item, stream.reasoning)
             yield item
+
+    async def _connect(
+        self,
+        stack: AsyncExitStack,
+        request: ChatRequest,
+        model: str,
+        started: float,
+        sent: float,
+        timing: CallTiming,
+    ) -> AsyncIterator[bytes]:
+        """Open the answer on ``stack`` (retries included) within the first deadline."""
+        loop = asyncio.get_running_loop()
+        total_deadline = started + self._total
+        deadline = min(started + self._idle, total_deadline)
+        retried = RetriedAnswers(deadline)
+        try:
+            async with asyncio.timeout_at(deadline):
+                with retry_deadline(retried):  # no retry wait past it
+                    response = await stack.enter_async_context(self._open(request, model))
+                chunks = await event_stream_chunks(response, self._mask)
+        except TimeoutError:
+            if retried.error is not None:  # the error answer the retries outlasted
+                raise retried.error from None
+            raise self._expired(deadline, total_deadline, loop.time() - started) from None
+        timing.connect_ms = _ms(loop.time() - sent)
+        timing.attempts = 1 + response.retries_taken
+        return chunks
 
     def _expired(self, deadline: float, total: float, elapsed: float) -> ProviderDeadlineExceeded:
         kind: DeadlineKind = "total" if deadline >= total else "idle"
@@ -376,12 +390,6 @@ class OpenAICompatibleChatClient:
                 extra_headers=self._request_headers,
             ),
         )
-
-
-def _endpoint_url(base_url: str, path: str) -> str:
-    """``path`` under ``base_url``, with the base URL's query after it (for messages)."""
-    root, mark, query = base_url.partition("#")[0].partition("?")
-    return f"{root.rstrip('/')}/{path}{mark}{query}"
 
 
 def _new_call_id() -> str:

@@ -148,3 +148,9 @@ def _basic_secrets(token: str) -> list[str]:
         return []
     user, _, password = userpass.partition(":")
     return [token.rstrip("="), userpass, *(part for part in (user, password) if part)]
+
+
+def endpoint_url(base_url: str, path: str) -> str:
+    """``path`` under ``base_url``, with the base URL's query after it (for messages)."""
+    root, mark, query = base_url.partition("#")[0].partition("?")
+    return f"{root.rstrip('/')}/{path}{mark}{query}"
