@@ -1,15 +1,17 @@
-"""How an event gets its arguments outside the model call: its resolver, and the words
-for what went wrong (the event agent's helpers)."""
+"""How an event gets its arguments: its resolver, or the answer of a forced call read
+item by item, and the words for what went wrong (the event agent's helpers)."""
 
 from __future__ import annotations
 
 import inspect
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+from agent_lab.application.tool_arguments import unreadable_arguments
 from agent_lab.application.tools import ToolExecutionContext
-from agent_lab.domain.events import ToolCallEvent
+from agent_lab.domain.events import CutOffToolCall, ToolCallEvent
 
 
 def resolver_name(resolver: Callable[..., Any] | None) -> str | None:
@@ -52,3 +54,32 @@ def with_arguments(
         arguments=arguments,
         raw_arguments=written if written is not None else json.dumps(arguments, ensure_ascii=False),
     )
+
+
+@dataclass(slots=True)
+class ForcedAnswer:
+    """What a forced call (``tool_choice`` naming ``tool``) answered, taken item by item."""
+
+    tool: str
+    arguments: dict[str, Any] | str | None = None
+    """The call's arguments; the model's text when they are not a JSON object."""
+    problem: str | None = None
+    text: list[str] = field(default_factory=list)
+    """Visible text the model wrote instead of (or beside) the call."""
+
+    def take_call(self, generated: ToolCallEvent) -> None:
+        if generated.name != self.tool:  # a provider that ignores tool_choice
+            self.problem = self.problem or f"the model called {generated.name} instead"
+            return
+        if isinstance(generated, CutOffToolCall):  # half-written: never run
+            self.problem = self.problem or generated.cut_off_reason
+        unreadable = unreadable_arguments(generated) is not None
+        self.arguments = generated.raw_arguments if unreadable else dict(generated.arguments)
+
+    def outcome(self) -> tuple[dict[str, Any] | str, str | None]:
+        """The arguments, and the cause when there are none to run the tool with."""
+        written = "".join(self.text)
+        problem = self.problem
+        if self.arguments is None and problem is None and written.strip():
+            problem = f"the model answered with text, not a call: {excerpt(written)!r}"
+        return self.arguments or {}, problem

@@ -37,8 +37,8 @@ from agent_lab.application._event_replies import (
 from agent_lab.application._metrics import CLIENT_CALLS, ModelCall, argument_metric_key
 from agent_lab.application._outputs import elapsed_ms
 from agent_lab.application._resolving import (
+    ForcedAnswer,
     cause,
-    excerpt,
     resolve_with,
     resolver_name,
     with_arguments,
@@ -54,10 +54,9 @@ from agent_lab.application.events import (
     EventSource,
 )
 from agent_lab.application.ports import ChatClient, Clock
-from agent_lab.application.tool_arguments import unreadable_arguments
 from agent_lab.application.tools import ToolDefinition, ToolExecutionContext, ToolRegistry
 from agent_lab.domain.errors import AgentLabError
-from agent_lab.domain.events import CutOffToolCall, ToolCallEvent
+from agent_lab.domain.events import ToolCallEvent
 from agent_lab.domain.messages import ChatMessage, TokenUsage
 
 __all__ = [
@@ -285,9 +284,7 @@ class EventAgent:
         messages += request.history
         tools = [self.registry.tool_schema(event.name)]
         choice = {"type": "function", "function": {"name": event.name}}
-        arguments: dict[str, Any] | str | None = None
-        problem: str | None = None
-        text: list[str] = []
+        answer = ForcedAnswer(event.name)
         first_of_client = CLIENT_CALLS.first_use(self.client)
         started = self.clock()
         stream = self.client.stream_chat(messages, tools, params, choice)
@@ -302,24 +299,15 @@ class EventAgent:
                     if item.usage is not None and request.on_usage is not None:
                         await request.on_usage(item.usage)
                 elif item.kind == "message_delta":
-                    text.append(item.content)
+                    answer.text.append(item.content)
                 elif item.kind == "provider_tool_call" and item.event is not None:
-                    generated = item.event
-                    if generated.name != event.name:  # a provider that ignores tool_choice
-                        problem = problem or f"the model called {generated.name} instead"
-                        continue
-                    if isinstance(generated, CutOffToolCall):  # half-written: never run
-                        problem = problem or generated.cut_off_reason
-                    unreadable = unreadable_arguments(generated) is not None
-                    arguments = generated.raw_arguments if unreadable else dict(generated.arguments)
+                    answer.take_call(item.event)
         except AgentLabError as exc:
-            problem = cause(exc)
+            answer.problem = cause(exc)
             call.failed = True
         call.latency_ms = elapsed_ms(started, self.clock())
         call.observe(stream, first_of_client=first_of_client)
-        if arguments is None and problem is None and "".join(text).strip():
-            problem = f"the model answered with text, not a call: {excerpt(''.join(text))!r}"
-        return arguments or {}, problem
+        return answer.outcome()
 
     async def _audit(self, request: EventAgentRequest, event: str, details: dict[str, Any]) -> None:
         if request.audit is not None:
