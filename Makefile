@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 .PHONY: setup browser postgres demo test test-slow test-local test-otel test-scale phoenix local-wheel contract lint typecheck bench clean
 
 # Each step prints one line; pip shows what it fetches (the first run takes a few minutes).
-PIP := $(BIN)/python -m pip install --progress-bar on
+## --retries 10: a registry that resets connections for a minute does not fail a setup.
+PIP := $(BIN)/python -m pip install --progress-bar on --retries 10
 LOCAL_STAMP := $(VENV)/.installed-local
 
 $(STAMP): pyproject.toml
@@ -86,7 +87,7 @@ LOCAL_WHEEL_STAMP := $(LOCAL_WHEELS)/.built
 $(LOCAL_WHEEL_STAMP): | $(STAMP)
 	@echo "==> building the llama.cpp wheel into $(LOCAL_WHEELS) (CMAKE_ARGS=$(CMAKE_ARGS))"
 	@rm -rf $(LOCAL_WHEELS)
-	@$(BIN)/python -m pip wheel --no-cache-dir --no-deps --progress-bar off -w $(LOCAL_WHEELS) \
+	@$(BIN)/python -m pip wheel --no-cache-dir --no-deps --progress-bar off --retries 10 -w $(LOCAL_WHEELS) \
 		"$$($(BIN)/python scripts/extra-requirement local llama-cpp-python)"
 	@touch $(LOCAL_WHEEL_STAMP)
 
@@ -108,7 +109,7 @@ PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
 $(PHOENIX_STAMP): tests/telemetry/phoenix-requirements.txt
 	@echo "==> installing Arize Phoenix for the OpenTelemetry tests in $(PHOENIX_VENV)"
 	$(PYTHON) -m venv $(PHOENIX_VENV)
-	@$(PHOENIX_VENV)/bin/python -m pip install --progress-bar on --quiet \
+	@$(PHOENIX_VENV)/bin/python -m pip install --progress-bar on --retries 10 --quiet \
 		-r tests/telemetry/phoenix-requirements.txt
 	@touch $(PHOENIX_STAMP)
 
