@@ -89,7 +89,9 @@ function agentSpans(audits, at, end) {
 }
 
 // One bar per tool execution of the record: finished ones end at their batch's
-// results (and last their latency), running ones grow with the turn.
+// results (and last their latency), running ones grow with the turn. A call that
+// finished in a batch the turn's end cut off lasts its latency from its start; one
+// still running then lasts until the turn ended.
 function toolBars(audits, record, at, end) {
   const finished = new Map();
   for (const audit of audits.filter((entry) => entry.event === "event_batch_results")) {
@@ -100,8 +102,10 @@ function toolBars(audits, record, at, end) {
   return (record?.tool_executions || []).filter((tool) => !tool.deduplicated_from).map((tool) => {
     const key = `${tool.round_index}:${tool.event_id}`;
     const done = finished.get(key);
-    const stop = done ? at(done.audit) : end;
-    const begin = done ? Math.max(0, stop - (tool.latency_ms ?? 0)) : entries[tool.seq - 1]?.at_ms ?? 0;
+    const started = entries[tool.seq - 1]?.at_ms ?? 0;
+    const measured = tool.latency_ms ?? null;
+    const stop = done ? at(done.audit) : measured === null ? end : started + measured;
+    const begin = done ? Math.max(0, stop - (measured ?? 0)) : started;
     const item = bar("tool", tool.event_name, begin, stop, 2);
     item.status = tool.status === "succeeded" || tool.status === "running" ? "success" : tool.status;
     item.live = tool.status === "running";
