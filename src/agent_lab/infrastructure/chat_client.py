@@ -14,17 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, Self, cast
 from uuid import uuid4
 
 import httpx
 import openai
-
-# Imported with this module, not on the first request: the SDK's resource modules are
-# about 500 modules (0.3-1.4 s) and would otherwise load on the event loop.
-import openai.resources.chat.completions  # noqa: F401
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agent_lab.application.contracts import AgentParams
 from agent_lab.domain.call_timing import CallTiming
@@ -62,11 +59,9 @@ _SLACK = 5.0
 """Seconds the SDK's own per-attempt timeouts lie beyond our deadlines, so ours fire first."""
 _CONNECT_PROBE_TIMEOUT = 10.0
 
-_NO_MESSAGES: list[Any] = []
-"""What the SDK's typed ``messages`` argument gets; the real ones go in ``extra_body``."""
 _StreamingResponse = openai.AsyncAPIResponse[openai.AsyncStream[Any]]
-_Create = Any
-"""The SDK's bound ``chat.completions.with_streaming_response.create``."""
+_STREAMED: dict[str, str] = {"X-Stainless-Raw-Response": "stream"}
+"""Asks the SDK for the unread response, as ``with_streaming_response`` does."""
 
 
 class OpenAICompatibleChatClient:
@@ -148,7 +143,8 @@ class OpenAICompatibleChatClient:
             "http_client": http_client,
         }
         self._sdk: openai.AsyncOpenAI | None = None
-        self._create: _Create | None = None
+        self._post: Callable[..., Awaitable[Any]] | None = None
+        self._options: dict[str, Any] = {}
         self._warming: asyncio.Future[None] | None = None
         try:
             loop = asyncio.get_running_loop()
@@ -166,7 +162,7 @@ class OpenAICompatibleChatClient:
     @property
     def warm(self) -> bool:
         """Whether the SDK's request path is imported and built."""
-        return self._create is not None
+        return self._post is not None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._display_url!r})"
@@ -267,7 +263,7 @@ class OpenAICompatibleChatClient:
         request = build_chat_request(messages, tools, params, tool_choice, self._reasoning.recall)
         loop = asyncio.get_running_loop()
         started = loop.time()
-        if self._create is None:
+        if self._post is None:
             await self._await_warm()
             timing.warmup_ms = _ms(loop.time() - started)
         sent = loop.time()
@@ -349,17 +345,17 @@ class OpenAICompatibleChatClient:
 
     def _warm(self) -> None:
         """Builds the SDK client (about 1 ms) and binds its request path."""
-        if self._create is None:
+        if self._post is None:
             options = dict(self._sdk_options)
             if options["http_client"] is None:  # ours, closed with the SDK client
                 options["http_client"] = new_http_client(self._transport, options["timeout"])
             sdk = DeadlineAwareOpenAI(**options)
-            create = sdk.chat.completions.with_streaming_response.create
             sdk.platform_headers()  # cached by the SDK; reads OS files on first use
-            self._sdk, self._create = sdk, create
+            self._options = {"headers": {**self._request_headers, **_STREAMED}}
+            self._sdk, self._post = sdk, sdk.post
 
     async def _await_warm(self) -> None:
-        if self._create is not None:
+        if self._post is not None:
             return
         if self._warming is None or self._warming.done():  # none yet, or it failed: retry
             self._warming = asyncio.get_running_loop().run_in_executor(None, self._warm)
@@ -375,21 +371,35 @@ class OpenAICompatibleChatClient:
     def _open(
         self, request: ChatRequest, model: str
     ) -> AbstractAsyncContextManager[_StreamingResponse]:
-        create = cast(_Create, self._create)
-        return cast(
-            AbstractAsyncContextManager[_StreamingResponse],
-            create(
-                model=model,
-                messages=_NO_MESSAGES,
+        """Send the request through the SDK's own request path (auth, retries, errors).
+
+        The body is wire JSON already, so it goes out as it is: the typed
+        ``chat.completions.create`` would first walk every field against its TypedDicts
+        (about a third of the SDK's CPU per call) and change nothing in such a body.
+        """
+        post = cast(Callable[..., Awaitable[_StreamingResponse]], self._post)
+        body = {"messages": request.messages, "model": model, "stream": True}
+        body.update(request.options)  # ``extra_body`` may name another model, as before
+        return _opened(
+            post(
+                "/chat/completions",
+                cast_to=ChatCompletion,
+                body=body,
+                options=self._options,
                 stream=True,
-                # The transcript is wire JSON already: handed over as ``extra_body`` it
-                # skips the SDK's typed-parameter transform, which walks every message
-                # against its TypedDicts (0.3 ms per call for one message, 5 ms for 20)
-                # and changes nothing in such a body.
-                extra_body={**request.options, "messages": request.messages},
-                extra_headers=self._request_headers,
-            ),
+                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            )
         )
+
+
+@contextlib.asynccontextmanager
+async def _opened(pending: Awaitable[_StreamingResponse]) -> AsyncIterator[_StreamingResponse]:
+    """The unread answer, closed on the way out."""
+    response = await pending
+    try:
+        yield response
+    finally:
+        await response.close()
 
 
 def _new_call_id() -> str:
