@@ -19,7 +19,7 @@ from agent_lab.application import _audit_details, _outputs
 from agent_lab.application._audit import Auditor
 from agent_lab.application._chat_round import ChatRound
 from agent_lab.application._event_agent_audits import open_argument_call
-from agent_lab.application._metrics import argument_metric, tool_metrics
+from agent_lab.application._metrics import SOURCE_OF_MODE, argument_metric, tool_metrics
 from agent_lab.application._session_state import OpenBatch, SessionState, TurnState
 from agent_lab.application._transcript import event_history
 from agent_lab.application.contracts import ToolInvocationMode
@@ -325,9 +325,8 @@ def close_cut_off_batch(
     if batch is None:
         return None
     turn.unfinished = batch
-    source = EventSource.TEXT_EVENT if mode == "dual_agent" else EventSource.PROVIDER_TOOL_CALL
     stopped = [
-        EventResult(event.id, event.name, EventStatus.CANCELLED, source)
+        EventResult(event.id, event.name, EventStatus.CANCELLED, SOURCE_OF_MODE[mode])
         for event in batch.dispatched.values()
         if event.id not in batch.results
     ]

@@ -357,3 +357,7 @@ _MODE_OF_SOURCE: dict[EventSource, ToolInvocationMode] = {
     EventSource.TEXT_EVENT: "dual_agent",
     EventSource.PROVIDER_TOOL_CALL: "chat_agent_tools",
 }
+SOURCE_OF_MODE: dict[ToolInvocationMode, EventSource] = {
+    mode: source for source, mode in _MODE_OF_SOURCE.items()
+}
+"""Where a mode's tool calls come from: the inverse of the table above."""
