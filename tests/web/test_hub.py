@@ -24,6 +24,27 @@ def test_outbox_drops_instead_of_blocking() -> None:
     assert not outbox.offer("d")
 
 
+@pytest.mark.asyncio
+async def test_frames_queued_while_the_server_replays_do_not_drop_the_client() -> None:
+    outbox = Outbox(2)
+    with outbox.held():  # the server sends a replay past the outbox: live frames wait
+        assert all(outbox.offer(f"live {n}") for n in range(5))
+    assert not outbox.dropped.is_set()
+    # The backlog the replay left is not the client's: on top of it, its own limit.
+    assert outbox.offer("own 1") and outbox.offer("own 2")
+    assert [await outbox.get() for _ in range(4)] == ["live 0", "live 1", "live 2", "live 3"]
+    # What is left of that backlog shrinks as frames go: three wait, one beyond the limit.
+    assert not outbox.offer("too many") and outbox.dropped.is_set()
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_takes_no_replay_is_still_dropped() -> None:
+    outbox = Outbox(2)
+    with outbox.held():
+        accepted = [outbox.offer(str(n)) for n in range(2 * Outbox.HELD_BUFFERS + 1)]
+    assert accepted.count(True) == 2 * Outbox.HELD_BUFFERS and outbox.dropped.is_set()
+
+
 async def drain_until_turn_completed(outbox: Outbox) -> list[dict[str, Any]]:
     frames: list[dict[str, Any]] = []
     while True:

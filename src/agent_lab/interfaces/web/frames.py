@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
@@ -39,10 +41,23 @@ def _fallback(value: object) -> object:
 
 
 class Outbox:
-    """The bounded send buffer of one connection; it never blocks its producers."""
+    """The bounded send buffer of one connection; it never blocks its producers.
+
+    A client that lets more than ``maxsize`` frames wait is dropped, with one
+    exception: frames queued while the server itself holds the connection's sends
+    (``held``: the replay of an attach, with its history read) are the server's delay,
+    not the client's. Up to ``HELD_BUFFERS`` times ``maxsize`` of them are kept (a
+    client that does not take its replay either is still dropped); afterwards the
+    client may let ``maxsize`` frames wait on top of what is left of that backlog."""
+
+    HELD_BUFFERS = 8
 
     def __init__(self, maxsize: int) -> None:
-        self._queue: asyncio.Queue[str] = asyncio.Queue(maxsize)
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._limit = maxsize
+        self._holds = 0
+        self._slack = 0
+        """What is left of the backlog a hold ended with (it shrinks as frames go)."""
         self.dropped = asyncio.Event()
         """Set when the buffer overflowed; the connection must be closed."""
 
@@ -50,15 +65,29 @@ class Outbox:
         """Queue ``text``; on overflow mark the outbox dropped and return ``False``."""
         if self.dropped.is_set():
             return False
-        try:
-            self._queue.put_nowait(text)
-        except asyncio.QueueFull:
+        limit = self._limit * self.HELD_BUFFERS if self._holds else self._limit + self._slack
+        if self._queue.qsize() >= limit:
             self.dropped.set()
             return False
+        self._queue.put_nowait(text)
         return True
 
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """While the server sends past this outbox (a replay), frames that arrive do
+        not count against the client (up to ``HELD_BUFFERS`` buffers of them)."""
+        self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
+            self._slack = max(self._slack, self._queue.qsize())
+
     async def get(self) -> str:
-        return await self._queue.get()
+        text = await self._queue.get()
+        if self._slack:
+            self._slack -= 1
+        return text
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,10 @@ from agent_lab.interfaces.web.start_checks import REFUSALS, checked_start, refus
 from agent_lab.interfaces.web.state import WebState, web_state
 
 logger = logging.getLogger(__name__)
-_CLOSE_TIMEOUT_SECONDS = 2.0
+_CLOSE_TIMEOUT_SECONDS = 10.0
+"""How long a dropped slow consumer has to take the close frame (1008, behind the
+frames its socket still holds): a browser that reads again within it learns to resume;
+it is no longer subscribed, so the wait holds up nobody but its own connection."""
 _COMMAND_BACKLOG = 64
 
 
@@ -273,14 +276,15 @@ class Connection:
     ) -> None:
         await live.opened()  # one still opening: once its runtime has opened it (or refused)
         async with self._send_lock:
-            self.outbox.masker = self.state.masker_for(self.session_id)
-            replay = live.subscribe(self.outbox, resume_from, stream_id)
-            self.live = live
-            await self._send(self._attached(live=True, resumed=replay.history_before is None))
-            if replay.history_before is not None:
-                await self._send_history(replay.history_before, truncated=replay.truncated)
-            for frame in replay.frames:
-                await self.websocket.send_text(self.outbox.masker.frame(frame.text))
+            with self.outbox.held():  # live frames wait behind the replay, not counted
+                self.outbox.masker = self.state.masker_for(self.session_id)
+                replay = live.subscribe(self.outbox, resume_from, stream_id)
+                self.live = live
+                await self._send(self._attached(live=True, resumed=replay.history_before is None))
+                if replay.history_before is not None:
+                    await self._send_history(replay.history_before, truncated=replay.truncated)
+                for frame in replay.frames:
+                    await self.websocket.send_text(self.outbox.masker.frame(frame.text))
 
     async def _refused(self, refusal: SessionRefused) -> None:
         """A start the runtime could not open: its error (never a turn's end: nothing
