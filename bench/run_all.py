@@ -45,6 +45,7 @@ BENCHMARKS = {
     "construction": "bench.bench_construction",
     "sessions": "bench.bench_sessions",
     "store_open": "bench.bench_store_open",
+    "heap": "bench.bench_heap",
 }
 
 
