@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import statistics
 import subprocess
 import sys
@@ -54,6 +55,20 @@ class Report:
     checks: list[Check] = field(default_factory=list)
     figures: dict[str, float] = field(default_factory=dict)
     """Raw numbers by name, for the smoke test and for scripts."""
+
+
+def fresh_process_json(args: Sequence[str], timeout: float) -> Any:
+    """Run ``python *args`` in a fresh interpreter from the project root and return the
+    JSON its last line of output prints (a benchmark's child process reports so)."""
+    completed = subprocess.run(
+        [sys.executable, *args],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
+    return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 def median(values: Sequence[float]) -> float:

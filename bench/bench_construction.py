@@ -22,7 +22,6 @@ schemas against the meta-schema.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +29,15 @@ from collections.abc import Callable
 
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.application.tools import ToolRegistry, build_default_tool_registry
-from bench._common import Check, ListClient, Report, interleaved, median, table
+from bench._common import (
+    Check,
+    ListClient,
+    Report,
+    fresh_process_json,
+    interleaved,
+    median,
+    table,
+)
 
 TARGET_MS = 0.2
 LABELS = (
@@ -62,16 +69,7 @@ def _per_call_ms(build: Callable[[], object], count: int) -> Callable[[], float]
 
 def cold_first_construction_ms() -> float:
     """CPU ms of the first ``DebugRuntime(client)`` of a fresh process (package imported)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    completed = subprocess.run(
-        [sys.executable, "-c", _COLD_SCRIPT],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return float(completed.stdout.strip().splitlines()[-1])
+    return float(fresh_process_json(["-c", _COLD_SCRIPT], timeout=120))
 
 
 def measure(count: int, runs: int) -> dict[str, float]:

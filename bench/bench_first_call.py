@@ -26,8 +26,6 @@ time of construction + first call, and the call's ``CallTiming``.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -35,7 +33,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent_lab.testing.sse_server import ScriptedResponse, SSETranscriptServer  # noqa: E402
-from bench._common import Check, Report, median, table  # noqa: E402
+from bench._common import Check, Report, fresh_process_json, median, table  # noqa: E402
 
 TARGET_MS = 20.0
 VARIANTS = {
@@ -109,14 +107,7 @@ asyncio.run(main())
 
 
 def sample(variant: str, base_url: str) -> dict[str, float]:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, variant, base_url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, float] = fresh_process_json(["-c", CHILD, variant, base_url], timeout=120)
     return result
 
 

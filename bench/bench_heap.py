@@ -22,12 +22,9 @@ loaded, the objects the collector tracks and the shortest of five full collectio
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 
-from bench._common import Check, Report, table
+from bench._common import Check, Report, fresh_process_json, table
 
 TARGET_PAUSE_MS = 20.0
 CASES = {
@@ -87,16 +84,7 @@ print(json.dumps({
 
 
 def measure_case(case: str) -> dict[str, float]:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    completed = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, case],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    figures: dict[str, float] = json.loads(completed.stdout.strip().splitlines()[-1])
+    figures: dict[str, float] = fresh_process_json(["-c", _SCRIPT, case], timeout=300)
     return figures
 
 

@@ -27,8 +27,6 @@ conversation. Side by side in one run:
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +37,17 @@ from typing import Any
 from agent_lab.application.runtime import DebugRuntime
 from agent_lab.infrastructure.sqlite_store import SQLiteSessionStore
 from bench import _peers
-from bench._common import Check, ListClient, Report, deltas, median, percentile, request, table
+from bench._common import (
+    Check,
+    ListClient,
+    Report,
+    deltas,
+    fresh_process_json,
+    median,
+    percentile,
+    request,
+    table,
+)
 from bench.bench_turn import relay_turns
 
 TARGET_CONSTRUCT_MS = 0.2
@@ -49,7 +57,6 @@ TARGET_P99_RATIO = 2.0
 TARGET_GC_PAUSE_MS = 20.0
 TARGET_RSS_KIB = 20.0
 TARGET_STALL_MS = 20.0
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def construction_ms(count: int) -> float:
@@ -127,15 +134,8 @@ def lifecycle(quick: bool) -> dict[str, float]:
 
 
 def load_run(variant: str, sessions: int, speed: float) -> dict[str, Any]:
-    completed = subprocess.run(
-        [sys.executable, "-m", "bench._session_load", variant, str(sessions), str(speed)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    args = ["-m", "bench._session_load", variant, str(sessions), str(speed)]
+    result: dict[str, Any] = fresh_process_json(args, timeout=600)
     return result
 
 
