@@ -1,6 +1,7 @@
 """One concurrency run of ``bench_sessions`` in a fresh interpreter, printed as JSON.
 
-Run by ``bench_sessions`` as ``python -m bench._session_load VARIANT SESSIONS SPEED``:
+Run by ``bench_sessions`` as ``python -m bench._session_load VARIANT SESSIONS SPEED``
+(add ``--no-gc`` to run with the collector disabled, to see what its pauses cost):
 
 * ``floor``: per session, a bare asyncio task reads the in-process simulated model's
   chunks (the same timers and chunk parser) and puts one ``message_delta`` dict per
@@ -12,7 +13,7 @@ Run by ``bench_sessions`` as ``python -m bench._session_load VARIANT SESSIONS SP
 Both run with the collector's default settings (no ``gc.freeze``). A fresh process per
 run keeps the heap, and so RSS and the collector's work, comparable. Reported: delays
 (ms), CPU % of a core and CPU seconds, the collector's runs per generation (young,
-middle, full) and the full ones' pauses, RSS growth per session
+middle, full) and the middle and full ones' pauses, RSS growth per session
 (peak RSS minus RSS at the start, over the sessions) and the largest event-loop lag
 (a 10 ms heartbeat timer of the benchmark's own).
 """
@@ -62,10 +63,11 @@ class Heartbeat:
 
 
 class Collections:
-    """Counts the collector's runs per generation, and times the full ones."""
+    """Counts the collector's runs per generation, and times the middle and full ones."""
 
     def __init__(self) -> None:
         self.pauses_ms: list[float] = []
+        self.middle_pauses_ms: list[float] = []
         self.counts = [0, 0, 0]
         self._started = 0.0
 
@@ -73,12 +75,13 @@ class Collections:
         generation = info["generation"]
         if phase == "start":
             self.counts[generation] += 1
-        if generation != 2:
+        if generation == 0:
             return
         if phase == "start":
             self._started = time.perf_counter()
-        else:
-            self.pauses_ms.append((time.perf_counter() - self._started) * 1000)
+            return
+        pauses = self.pauses_ms if generation == 2 else self.middle_pauses_ms
+        pauses.append((time.perf_counter() - self._started) * 1000)
 
 
 async def floor_session(n: int, model: InProcessSimClient, delays: list[float]) -> None:
@@ -167,6 +170,7 @@ async def drive(variant: str, sessions: int, latency: LatencyModel | None) -> di
         "cpu_s": cpu,
         "wall_s": wall,
         "gc_pauses_ms": collections.pauses_ms,
+        "middle_gc_pauses_ms": collections.middle_pauses_ms,
         "collections": collections.counts,
         "rss_kib_per_session": (peak[0] - base) / sessions,
         "loop_lag_max_ms": lag.max_ms,
@@ -176,6 +180,8 @@ async def drive(variant: str, sessions: int, latency: LatencyModel | None) -> di
 
 def main() -> None:
     variant, sessions, speed = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    if "--no-gc" in sys.argv[4:]:
+        gc.disable()
     latency = LatencyModel(ttft_ms=300 / speed, tokens_per_second=40 * speed)
     DebugRuntime(StampedClient(InProcessSimClient(), deque()))  # imports and caches warm
     print(json.dumps(asyncio.run(drive(variant, sessions, latency))))

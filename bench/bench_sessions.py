@@ -207,14 +207,16 @@ def _run_rows(pairs: list[dict[str, dict[str, Any]]]) -> list[tuple[object, ...]
                 f"{_p99_ratio(pair):.2f}×",
                 f"{ours['rss_kib_per_session']:.1f} / {floor['rss_kib_per_session']:.1f}",
                 f"{_longest_pause(ours):.1f} / {_longest_pause(floor):.1f}",
+                f"{_longest_pause(ours, 'middle'):.1f} / {_longest_pause(floor, 'middle'):.1f}",
                 f"{ours['loop_lag_max_ms']:.1f} / {floor['loop_lag_max_ms']:.1f}",
             )
         )
     return rows
 
 
-def _longest_pause(result: dict[str, Any]) -> float:
-    return float(max(result["gc_pauses_ms"], default=0.0))
+def _longest_pause(result: dict[str, Any], generation: str = "full") -> float:
+    key = "gc_pauses_ms" if generation == "full" else "middle_gc_pauses_ms"
+    return float(max(result[key], default=0.0))
 
 
 def _report(lives: dict[str, float], pairs: list[dict[str, dict[str, Any]]]) -> Report:
@@ -224,7 +226,8 @@ def _report(lives: dict[str, float], pairs: list[dict[str, dict[str, Any]]]) -> 
     header += ["collections young / middle / full", "full GCs (max ms)", "CPU s"]
     header += ["RSS KiB / session", "largest loop lag ms"]
     runs_header = ["run", "p99 ms, agent_lab / floor", "p99 ÷ floor"]
-    runs_header += ["RSS KiB / session", "longest full GC ms", "largest loop lag ms"]
+    runs_header += ["RSS KiB / session", "longest full GC ms", "longest middle GC ms"]
+    runs_header += ["largest loop lag ms"]
     chosen = _median_pair(pairs)
     ours, floor = chosen["agent_lab"], chosen["floor"]
     ratios = [_p99_ratio(pair) for pair in pairs]
