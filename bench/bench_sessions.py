@@ -20,10 +20,11 @@ conversation. Side by side in one run:
   bare-asyncio floor and agent_lab, interleaved. Delay p50/p99/max, CPU (% of a core
   and seconds), the collector's runs per generation (young collections run on the net
   growth of container objects; every 11th young one is a middle one, every 11th middle
-  one may be full), full collections (count, longest pause), RSS growth per session
-  and the largest event-loop lag (a 10 ms heartbeat, the same in both). Five runs;
-  every run is listed. The p99 ratio and RSS verdicts take the median run; the full-GC
-  pause and loop-lag verdicts take the worst run, since their targets say "none".
+  one may be full), full collections (count, longest pause), the longest middle
+  collection, RSS growth per session and the largest event-loop lag (a 10 ms
+  heartbeat, the same in both). Five runs; every run is listed. The p99 ratio and RSS
+  verdicts take the median run; the full-GC pause and loop-lag verdicts take the worst
+  run, since their targets say "none".
 """
 
 from __future__ import annotations
